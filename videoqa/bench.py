@@ -1,0 +1,5 @@
+"""Placeholder until its issue lands: registers nothing."""
+
+
+def register(sub) -> None:
+    return None

@@ -1,0 +1,50 @@
+"""`videoqa` command line. Each subcommand lives in the module that does its work; this file only routes.
+
+Errors the user can act on (VideoQAError) print one line on stderr and exit 2; `--debug` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .errors import VideoQAError
+
+# (subcommand module, what it does). Each module defines `register(subparsers)`, which adds its parser
+# and sets `func`. Modules keep heavy imports (gradio, ray) inside functions so `--help` stays fast.
+COMMANDS = (
+    "videoqa.commands.ask",
+    "videoqa.commands.tiny",
+    "videoqa.bench",
+    "videoqa.batch",
+    "videoqa.eval.cli",
+    "ui.serve",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="videoqa", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMANDS:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except VideoQAError as e:
+        if args.debug:
+            raise
+        print(f"videoqa: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("videoqa: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,22 @@
+"""Errors a user can act on. Each carries one line that names the problem; the CLI prints it and exits 2."""
+
+
+class VideoQAError(Exception):
+    """Base class: anything caused by the user's input or environment, not by a bug."""
+
+
+class VideoError(VideoQAError):
+    """A video file cannot be used: missing, empty, not a video, no video stream, undecodable."""
+
+    def __init__(self, path, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+class ModelLoadError(VideoQAError):
+    """Weights, config or processor cannot be loaded."""
+
+
+class InputError(VideoQAError):
+    """A question, option or setting is out of range (too long for the context, K or R invalid, ...)."""
