@@ -1,0 +1,173 @@
+"""FastV engine against independent references: the unpruned model, eager attention, and masking."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import VideoLlavaForConditionalGeneration
+
+from videoqa import engine
+from videoqa.errors import InputError
+from videoqa.pruning import PruneConfig, keep_count
+from videoqa.tiny import TinySpec, make_tiny_model
+
+FAMILIES = ["llama", "qwen2", "mistral"]
+N, VIS = (60, slice(6, 46))  # a prompt of 60 tokens whose positions 6..45 are visual
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def family_model(request, tmp_path_factory):
+    path = make_tiny_model(tmp_path_factory.mktemp(request.param), TinySpec(family=request.param))
+    sdpa = VideoLlavaForConditionalGeneration.from_pretrained(path, attn_implementation="sdpa").eval()
+    eager = VideoLlavaForConditionalGeneration.from_pretrained(path, attn_implementation="eager").eval()
+    return sdpa, eager
+
+
+def make_inputs(model, seed: int = 0, n: int = N):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(6, 300, (1, n), generator=g)
+    vis = torch.zeros(1, n, dtype=torch.bool)
+    vis[0, VIS] = True
+    # Visual slots get random features, as the projector would give, not token embeddings.
+    embeds = model.get_input_embeddings()(ids).detach().clone()
+    embeds[vis] = torch.randn(int(vis.sum()), embeds.shape[-1], generator=g) * 0.05
+    return embeds, torch.ones(1, n, dtype=torch.long), vis
+
+
+def decoder_of(model):
+    return model.model.language_model
+
+
+def masked_reference(model, embeds, k, kept_visual_idx, vis_mask):
+    """FastV's attention-mask variant: the full sequence runs through every layer; in layers >= K the
+    pruned visual tokens are masked out as keys. No cache, no slicing: an independent computation."""
+    dec = decoder_of(model)
+    n = embeds.shape[1]
+    pos = torch.arange(n)[None]
+    pos_emb = dec.rotary_emb(embeds, position_ids=pos)
+    causal = torch.ones(n, n).tril().bool()
+    dropped = vis_mask[0].clone()
+    dropped[vis_mask[0].nonzero().squeeze(-1)[kept_visual_idx]] = False
+    pruned_keys = causal & ~dropped[None, :]
+    pruned_keys |= torch.eye(n, dtype=torch.bool)  # a dropped token still sees itself (its row is unused)
+
+    def additive(allowed):
+        m = torch.zeros(n, n)
+        m.masked_fill_(~allowed, torch.finfo(torch.float32).min)
+        return m[None, None]
+
+    h = embeds
+    for i, layer in enumerate(dec.layers):
+        mask = additive(causal if i < k else pruned_keys)
+        out = layer(h, attention_mask=mask, position_embeddings=pos_emb, position_ids=pos)
+        h = out[0] if isinstance(out, tuple) else out
+    return model.lm_head(dec.norm(h))[:, -1].float()
+
+
+@torch.no_grad()
+def test_r0_equals_unpruned_model(family_model):
+    sdpa, _ = family_model
+    embeds, am, vis = make_inputs(sdpa)
+    reference = sdpa(inputs_embeds=embeds, attention_mask=am).logits[:, -1]
+    for k in (1, 2, 3):
+        out = engine.prefill(sdpa, embeds, am, vis, engine.FastVPlan(k=k, r=0.0))
+        assert out.kept[0].tolist() == list(range(VIS.stop - VIS.start))
+        assert torch.allclose(out.logits, reference, atol=1e-5), (out.logits - reference).abs().max()
+    unpruned = engine.prefill(sdpa, embeds, am, vis, None)
+    assert torch.allclose(unpruned.logits, reference, atol=1e-5)
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("rank_by", ["last", "text"])
+def test_kept_set_is_topk_of_eager_attention(family_model, rank_by):
+    sdpa, eager = family_model
+    embeds, am, vis = make_inputs(sdpa, seed=1)
+    k, r = 2, 0.5
+    att = eager(inputs_embeds=embeds, attention_mask=am, output_attentions=True).attentions[k - 1]  # [1,H,n,n]
+    rows = att[0].mean(0)  # mean over heads
+    rows = rows[-1:] if rank_by == "last" else rows[VIS.stop:]
+    scores = rows.mean(0)[VIS]
+    expected = set(torch.topk(scores, keep_count(len(scores), r)).indices.tolist())
+    out = engine.prefill(sdpa, embeds, am, vis, engine.FastVPlan(k=k, r=r, rank_by=rank_by))
+    assert set(out.kept[0].tolist()) == expected
+    assert torch.allclose(out.scores[0], scores, atol=1e-5)
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("k,r", [(1, 0.5), (2, 0.75), (3, 0.25)])
+def test_prefill_and_decode_match_masked_reference(family_model, k, r):
+    model, _ = family_model
+    embeds, am, vis = make_inputs(model, seed=2)
+    state = engine.prefill(model, embeds, am, vis, engine.FastVPlan(k=k, r=r))
+    kept = state.kept[0]
+    ref = masked_reference(model, embeds, k, kept, vis)
+    assert torch.allclose(state.logits, ref, atol=1e-4), (state.logits - ref).abs().max()
+    logits = state.logits
+    embed = model.get_input_embeddings()
+    for _ in range(4):  # several decoded tokens on the pruned cache
+        token = logits.argmax(-1)
+        new = embed(token[:, None])
+        embeds = torch.cat([embeds, new], dim=1)
+        vis = torch.cat([vis, torch.zeros(1, 1, dtype=torch.bool)], dim=1)
+        logits = engine.decode_one_token(model, state, new)
+        ref = masked_reference(model, embeds, k, kept, vis)
+        assert torch.allclose(logits, ref, atol=1e-4), (logits - ref).abs().max()
+
+
+@torch.no_grad()
+def test_left_padded_batch_equals_single_runs(family_model):
+    model, _ = family_model
+    a = make_inputs(model, seed=3, n=N)
+    b = make_inputs(model, seed=4, n=N - 9)  # shorter: left-padded in the batch
+    pad = N - b[0].shape[1]
+    embeds = torch.cat([a[0], torch.cat([torch.zeros(1, pad, a[0].shape[-1]), b[0]], 1)])
+    am = torch.cat([a[1], torch.cat([torch.zeros(1, pad, dtype=torch.long), b[1]], 1)])
+    vis = torch.cat([a[2], torch.cat([torch.zeros(1, pad, dtype=torch.bool), b[2]], 1)])
+    plan = engine.FastVPlan(k=2, r=0.5)
+    batch = engine.prefill(model, embeds, am, vis, plan)
+    singles = [engine.prefill(model, *x, plan) for x in (a, b)]
+    eos = None
+    batch_tokens = torch.stack(list(engine.decode_n_tokens(model, batch, 5, eos)), 1)
+    for i, single in enumerate(singles):
+        assert batch.kept[i].tolist() == single.kept[0].tolist()
+        assert torch.allclose(batch.logits[i], single.logits[0], atol=1e-4)
+        tokens = torch.stack(list(engine.decode_n_tokens(model, single, 5, eos)), 1)
+        assert batch_tokens[i].tolist() == tokens[0].tolist()
+
+
+@torch.no_grad()
+def test_pruned_cache_is_smaller_by_the_expected_amount(family_model):
+    model, _ = family_model
+    embeds, am, vis = make_inputs(model)
+    full = engine.prefill(model, embeds, am, vis, None)
+    k, r = 2, 0.5
+    pruned = engine.prefill(model, embeds, am, vis, engine.FastVPlan(k=k, r=r))
+    cfg = decoder_of(model).config
+    per_token_layer = 2 * cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads) * 4
+    n_vis = VIS.stop - VIS.start
+    n_hat = N - n_vis + keep_count(n_vis, r)
+    assert engine.cache_bytes(full.cache) == cfg.num_hidden_layers * N * per_token_layer
+    assert engine.cache_bytes(pruned.cache) == (k * N + (cfg.num_hidden_layers - k) * n_hat) * per_token_layer
+
+
+@torch.no_grad()
+def test_prompt_without_visual_tokens_is_a_no_op(family_model):
+    model, _ = family_model
+    embeds, am, _ = make_inputs(model)
+    none = torch.zeros(1, N, dtype=torch.bool)
+    out = engine.prefill(model, embeds, am, none, engine.FastVPlan(k=2, r=0.5))
+    assert out.kept[0].numel() == 0
+    assert torch.allclose(out.logits, engine.prefill(model, embeds, am, none, None).logits, atol=1e-5)
+
+
+@pytest.mark.parametrize("cfg,msg", [
+    (PruneConfig(method="fastv", k=4, r=0.5), "out of range"),
+    (PruneConfig(method="fastv", k=0, r=0.5), "K must be"),
+    (PruneConfig(method="fastv", k=2, r=1.0), "R must be in"),
+    (PruneConfig(method="fastv", k=2, r=-0.1), "R must be in"),
+    (PruneConfig(method="fastv", k=2, r="half"), "R must be a number"),
+    (PruneConfig(method="magic"), "unknown pruning method"),
+])
+def test_out_of_range_settings_are_clear_errors(cfg, msg):
+    with pytest.raises(InputError, match=msg):
+        cfg.validate(n_layers=4)

@@ -1,0 +1,42 @@
+"""`videoqa ask VIDEO "QUESTION"`: one answer and one stats line (or a JSON object)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..options import add_model_options, add_prune_options, load_qa
+
+
+def register(sub) -> None:
+    p = sub.add_parser("ask", help="answer one question about one video",
+                       description="Answer a question about a video; prints the answer and a stats line.")
+    p.add_argument("video", help="video file (mp4, avi, mkv, webm, mov, gif)")
+    p.add_argument("question")
+    add_model_options(p)
+    add_prune_options(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object (answer, kept tokens, stats)")
+    p.add_argument("--stream", action="store_true", help="print the answer token by token")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    qa = load_qa(args)
+    if args.json:
+        print(json.dumps(qa.ask(args.video, args.question).to_dict()))
+        return 0
+    answer = None
+    for item in qa.stream(args.video, args.question):
+        if isinstance(item, str):
+            if args.stream:
+                print(item, end="", flush=True)
+        else:
+            answer = item
+    print("" if args.stream else answer.text)
+    if answer.decision is not None:
+        from ..pruning.adaptive import describe
+
+        print(f"auto: {describe(answer.decision)}", file=sys.stderr)
+    print(answer.summary(), file=sys.stderr)
+    return 0

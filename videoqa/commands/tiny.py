@@ -1,0 +1,27 @@
+"""`videoqa make-tiny-model DIR`: a random-weight Video-LLaVA of the real classes, for tests and trials."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import fields
+
+from ..tiny import TinySpec, make_tiny_model
+
+
+def register(sub) -> None:
+    p = sub.add_parser("make-tiny-model", help="build a small random-weight Video-LLaVA in DIR",
+                       description="Build a small Video-LLaVA (random weights, real tokenizer and processor) "
+                                   "and save it so `--model DIR` loads it like any checkpoint.")
+    p.add_argument("dir")
+    p.add_argument("--seed", type=int, default=0)
+    for f in fields(TinySpec):
+        p.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = TinySpec(**{f.name: getattr(args, f.name) for f in fields(TinySpec)})
+    out = make_tiny_model(args.dir, spec, seed=args.seed)
+    print(f"tiny Video-LLaVA ({spec.family}, {spec.layers} layers, d={spec.hidden}, "
+          f"{spec.frames}x{(spec.image_size // spec.patch_size) ** 2 + 1} visual tokens) saved to {out}")
+    return 0

@@ -1,0 +1,257 @@
+"""Prefill and greedy decoding over a decoder LM's own layers, with FastV pruning at layer K.
+
+We drive the language model's modules (`layers`, `rotary_emb`, `norm`, `lm_head`) from a short loop of our
+own instead of patching transformers classes: between layer K-1 and layer K we rank the visual tokens and
+slice the hidden states, positions and mask. Every layer runs with the configured attention kernel
+(SDPA, FlashAttention-2); the ranking recomputes only the attention rows it needs from layer K-1's
+query at the ranking positions and the keys already in the cache, so no n x n matrix is ever formed.
+
+Layers < K cache every token, layers >= K only the kept ones, so decoding reads a smaller cache too.
+Kept tokens keep their original RoPE positions (positions have gaps), as in the official FastV code.
+Batches are left-padded; each sample is ranked and pruned on its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+from transformers import DynamicCache
+
+from .pruning.base import keep_count
+
+
+@dataclass
+class FastVPlan:
+    """Prune after layer `k - 1`: keep round(n_vis * (1 - r)) visual tokens of each sample."""
+
+    k: int
+    r: float
+    rank_by: str = "last"  # "last": last prompt token's row; "text": mean of the text rows after the video
+
+
+@dataclass
+class PrefillResult:
+    logits: Tensor  # [B, V] at the last prompt position
+    cache: DynamicCache
+    full_mask: Tensor  # [B, n] key mask of layers < K (bool; grows while decoding)
+    pruned_mask: Tensor | None  # [B, n_hat] key mask of layers >= K (None: no pruning)
+    next_position: Tensor  # [B] RoPE position of the next token
+    k: int | None
+    kept: list[Tensor] = field(default_factory=list)  # per sample: kept indices into its visual span
+    scores: list[Tensor] = field(default_factory=list)  # per sample: ranking score of every visual token
+    visual_offsets: list[int] = field(default_factory=list)  # per sample: sequence index of visual token 0
+    t_rank: float = 0.0
+
+
+def language_parts(model) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """(decoder, lm_head) of a VideoLlavaForConditionalGeneration or a bare *ForCausalLM."""
+    inner = model.model
+    return getattr(inner, "language_model", inner), model.lm_head
+
+
+def position_ids_from_mask(attention_mask: Tensor) -> Tensor:
+    """Left padding: real tokens get 0, 1, 2, ...; pads get 0 (they are masked anyway)."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def _rotate_half(x: Tensor) -> Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def _layer_mask(decoder, key_mask: Tensor, q_len: int, dtype: torch.dtype) -> Tensor | None:
+    """The attention mask a layer needs for `q_len` new queries against keys whose validity is `key_mask`.
+
+    None when nothing is padded: the kernel's own causal path (is_causal / q_len == 1) is then exact and
+    fastest. FlashAttention-2 takes the 2-D padding mask; SDPA and eager take an additive 4-D mask.
+    """
+    if bool(key_mask.all()):
+        return None
+    if decoder.config._attn_implementation == "flash_attention_2":
+        return key_mask.long()
+    kv_len = key_mask.shape[1]
+    q_idx = torch.arange(kv_len - q_len, kv_len, device=key_mask.device)
+    k_idx = torch.arange(kv_len, device=key_mask.device)
+    allowed = (k_idx[None, :] <= q_idx[:, None])[None] & key_mask[:, None, :]
+    # A padded query would see no key at all (NaN rows in SDPA); let every query see itself.
+    allowed |= k_idx[None, None, :] == q_idx[None, :, None]
+    mask = torch.zeros(allowed.shape, dtype=dtype, device=key_mask.device)
+    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return mask[:, None]
+
+
+def _run_layer(decoder, i: int, h: Tensor, mask, pos_emb, position_ids: Tensor, cache: DynamicCache) -> Tensor:
+    out = decoder.layers[i](
+        h, attention_mask=mask, position_embeddings=pos_emb, position_ids=position_ids, cache=cache, use_cache=True
+    )
+    return out[0] if isinstance(out, tuple) else out
+
+
+def attention_rows(decoder, layer_idx: int, h_in: Tensor, rows: Tensor, pos_emb, cache, key_mask: Tensor) -> Tensor:
+    """Attention weights of layer `layer_idx` for query positions `rows` only, mean over heads.
+
+    `h_in` is the layer's input [B, n, d]; its keys (after RoPE) are read from the cache the layer just
+    filled. Costs O(len(rows) * n * d) instead of the n x n matrix eager attention would build.
+    Returns [B, len(rows), n].
+    """
+    layer = decoder.layers[layer_idx]
+    attn = layer.self_attn
+    b = h_in.shape[0]
+    x = layer.input_layernorm(h_in[:, rows])
+    q = attn.q_proj(x).view(b, len(rows), -1, attn.head_dim)
+    if hasattr(attn, "q_norm"):  # Qwen3-style per-head query norm
+        q = attn.q_norm(q)
+    q = q.transpose(1, 2)  # [B, H, r, hd]
+    cos, sin = (t[:, rows].unsqueeze(1) for t in pos_emb)
+    q = q * cos + _rotate_half(q) * sin
+    keys = cache.layers[layer_idx].keys  # [B, Hkv, n, hd]
+    groups = q.shape[1] // keys.shape[1]
+    q = q.view(b, keys.shape[1], groups, len(rows), -1)  # heads grouped by their kv head (GQA)
+    logits = torch.einsum("bkgrd,bknd->bkgrn", q.float(), keys.float()) * attn.scaling
+    n = keys.shape[2]
+    causal = torch.arange(n, device=q.device)[None, :] <= rows[:, None]  # [r, n]
+    allowed = causal[None, None, None] & key_mask[:, None, None, None, :]
+    logits = logits.masked_fill(~allowed, float("-inf"))
+    return logits.softmax(-1).mean(dim=(1, 2))  # [B, r, n]
+
+
+def rank_visual_tokens(weights: Tensor, visual_mask: Tensor, plan: FastVPlan, rows_valid: Tensor):
+    """Per sample: (kept indices into its visual span, scores of its visual tokens)."""
+    kept, scores = [], []
+    for b in range(weights.shape[0]):
+        vis = visual_mask[b].nonzero().squeeze(-1)
+        w = weights[b][rows_valid[b]]  # text query rows that exist for this sample
+        s = w.mean(0)[vis] if len(w) else torch.zeros(len(vis), device=weights.device)
+        n_keep = keep_count(len(vis), plan.r)
+        # Stable tie-break by index so identical inputs always keep the same tokens.
+        order = torch.sort(s, descending=True, stable=True).indices[:n_keep]
+        kept.append(order.sort().values)
+        scores.append(s)
+    return kept, scores
+
+
+@torch.inference_mode()
+def prefill(
+    model,
+    inputs_embeds: Tensor,
+    attention_mask: Tensor,
+    visual_mask: Tensor,
+    plan: FastVPlan | None = None,
+    position_ids: Tensor | None = None,
+) -> PrefillResult:
+    """Run the prompt through the LM. With a plan, prune visual tokens after layer plan.k - 1.
+
+    inputs_embeds [B, n, d] (left-padded), attention_mask [B, n] (1 = real), visual_mask [B, n] (True =
+    visual token). Returns last-position logits and a cache ready for `decode_one_token`.
+    """
+    decoder, lm_head = language_parts(model)
+    b, n, _ = inputs_embeds.shape
+    key_mask = attention_mask.bool()
+    if position_ids is None:
+        position_ids = position_ids_from_mask(attention_mask)
+    cache = DynamicCache(config=decoder.config)
+    n_layers = decoder.config.num_hidden_layers
+    k = plan.k if plan is not None else n_layers
+    h = inputs_embeds
+    pos_emb = decoder.rotary_emb(h, position_ids=position_ids)
+    mask = _layer_mask(decoder, key_mask, n, h.dtype)
+    offsets = [int(visual_mask[i].nonzero()[0]) if visual_mask[i].any() else -1 for i in range(b)]
+    result = PrefillResult(
+        logits=None, cache=cache, full_mask=key_mask, pruned_mask=None,
+        next_position=position_ids[:, -1] + 1, k=plan.k if plan is not None else None, visual_offsets=offsets,
+    )
+    for i in range(n_layers):
+        if i == k:
+            t0 = time.perf_counter()
+            h, position_ids, pruned_mask = _prune(decoder, k - 1, h_in, h, position_ids, pos_emb, cache,
+                                                  key_mask, visual_mask, plan, result)
+            result.t_rank = time.perf_counter() - t0
+            result.pruned_mask = pruned_mask
+            pos_emb = decoder.rotary_emb(h, position_ids=position_ids)
+            mask = _layer_mask(decoder, pruned_mask, h.shape[1], h.dtype)
+        h_in = h
+        h = _run_layer(decoder, i, h, mask, pos_emb, position_ids, cache)
+    result.logits = lm_head(decoder.norm(h[:, -1:]))[:, 0].float()
+    return result
+
+
+def _prune(decoder, layer_idx, h_in, h, position_ids, pos_emb, cache, key_mask, visual_mask, plan, result):
+    """Rank with layer `layer_idx`'s attention, then slice hidden states, positions and mask per sample."""
+    b, n = key_mask.shape
+    if plan.rank_by == "last":
+        rows = torch.tensor([n - 1], device=h.device)
+        rows_valid = torch.ones(b, 1, dtype=torch.bool, device=h.device)
+    else:  # every text token after each sample's visual span
+        last_vis = torch.where(visual_mask, torch.arange(n, device=h.device), -1).max(-1).values  # [B]
+        first = int(last_vis.min()) + 1 if bool((last_vis >= 0).any()) else 0
+        rows = torch.arange(first, n, device=h.device)
+        rows_valid = (rows[None, :] > last_vis[:, None]) & key_mask[:, rows]
+    weights = attention_rows(decoder, layer_idx, h_in, rows, pos_emb, cache, key_mask)
+    kept, scores = rank_visual_tokens(weights, visual_mask, plan, rows_valid)
+    result.kept, result.scores = kept, scores
+
+    keep_idx = []
+    for s in range(b):
+        vis = visual_mask[s].nonzero().squeeze(-1)
+        keep = torch.ones(n, dtype=torch.bool, device=h.device)
+        keep[vis] = False
+        keep[vis[kept[s]]] = True
+        keep_idx.append(keep.nonzero().squeeze(-1))
+    length = max(len(ix) for ix in keep_idx)
+    # Left-pad shorter samples with copies of index 0, masked out as keys.
+    gather = torch.stack([torch.cat([ix.new_zeros(length - len(ix)), ix]) for ix in keep_idx])
+    valid = torch.stack([torch.arange(length, device=h.device) >= length - len(ix) for ix in keep_idx])
+    h = h.gather(1, gather[..., None].expand(-1, -1, h.shape[-1]))
+    position_ids = position_ids.gather(1, gather)
+    pruned_mask = key_mask.gather(1, gather) & valid
+    return h, position_ids, pruned_mask
+
+
+@torch.inference_mode()
+def decode_one_token(model, state: PrefillResult, token_embeds: Tensor) -> Tensor:
+    """Feed one new token per sample ([B, 1, d]); returns logits [B, V]. Updates `state` in place."""
+    decoder, lm_head = language_parts(model)
+    b = token_embeds.shape[0]
+    ones = torch.ones(b, 1, dtype=torch.bool, device=token_embeds.device)
+    state.full_mask = torch.cat([state.full_mask, ones], dim=1)
+    if state.pruned_mask is not None:
+        state.pruned_mask = torch.cat([state.pruned_mask, ones], dim=1)
+    position_ids = state.next_position[:, None]
+    pos_emb = decoder.rotary_emb(token_embeds, position_ids=position_ids)
+    full = _layer_mask(decoder, state.full_mask, 1, token_embeds.dtype)
+    pruned = None if state.pruned_mask is None else _layer_mask(decoder, state.pruned_mask, 1, token_embeds.dtype)
+    h = token_embeds
+    k = state.k if state.k is not None else decoder.config.num_hidden_layers
+    for i in range(decoder.config.num_hidden_layers):
+        h = _run_layer(decoder, i, h, full if i < k else pruned, pos_emb, position_ids, state.cache)
+    state.next_position = state.next_position + 1
+    return lm_head(decoder.norm(h))[:, 0].float()
+
+
+def decode_n_tokens(model, state: PrefillResult, max_new_tokens: int, eos_token_id: int | None) -> Iterator[Tensor]:
+    """Greedy decoding. Yields the next token of every sample ([B]); stops when all samples hit EOS."""
+    embed = model.get_input_embeddings()
+    next_tokens = state.logits.argmax(-1)
+    done = torch.zeros_like(next_tokens, dtype=torch.bool)
+    for step in range(max_new_tokens):
+        yield next_tokens
+        if eos_token_id is not None:
+            done |= next_tokens == eos_token_id
+        if bool(done.all()) or step == max_new_tokens - 1:
+            return
+        logits = decode_one_token(model, state, embed(next_tokens[:, None]))
+        next_tokens = logits.argmax(-1)
+
+
+def cache_bytes(cache: DynamicCache) -> int:
+    """Bytes held by a cache's keys and values, all layers."""
+    total = 0
+    for layer in cache.layers:
+        for t in (layer.keys, layer.values):
+            if t is not None:
+                total += t.numel() * t.element_size()
+    return total
