@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _quiet_libraries()
     try:
         return int(args.func(args) or 0)
     except VideoQAError as e:
@@ -44,6 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("videoqa: interrupted", file=sys.stderr)
         return 130
+
+
+def _quiet_libraries() -> None:
+    # transformers warns on every processor load that Video-LLaVA's image processor has no torchvision
+    # variant; the PIL one is what the checkpoint uses, so the warning is noise for CLI users.
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
 
 
 if __name__ == "__main__":

@@ -162,7 +162,7 @@ class VideoQA:
         layer = cfg.vision_feature_layer
         idx = layer if layer >= 0 else len(out.hidden_states) + layer  # hidden_states[0] is the embeddings
         vision_features = out.hidden_states[idx]
-        attn = cls_attention(tower.vision_model.encoder.layers[idx - 1], out.hidden_states[idx - 1])
+        attn = cls_attention(tower.encoder.layers[idx - 1], out.hidden_states[idx - 1])
         features = self.model.model.multi_modal_projector(vision_features)
         grid = cfg.vision_config.image_size // cfg.vision_config.patch_size
         enc = EncodedVideo(features, vision_features, attn, VisualLayout(n_frames=len(frames), grid=grid))

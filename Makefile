@@ -1,0 +1,32 @@
+# Two commands do all set-up:  `make demo` (answer a question about a sample clip)  and  `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# torch/torchvision pair: transformers' Video-LLaVA video processor needs torchvision. A torch you
+# installed yourself into $(VENV) (e.g. for your CUDA version) is kept if it imports with torchvision.
+TORCH ?= torch==2.14.1 torchvision==0.29.1
+
+.PHONY: setup demo test lint bench serve
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -c "import torch, torchvision" 2>/dev/null || $(PY) -m pip install -q $(TORCH)
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+demo: setup
+	$(VENV)/bin/videoqa ask samples/clips/demo.mp4 "Which direction is the shape moving?" --model demo
+	$(VENV)/bin/videoqa ask samples/clips/demo.mp4 "What colour is the shape?" --model demo --prune fastv --k 2 --r 0.5
+
+test: setup
+	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check videoqa ui tests samples
+
+bench: setup
+	$(VENV)/bin/videoqa bench llm frames
+
+serve: setup
+	$(VENV)/bin/videoqa serve --model demo

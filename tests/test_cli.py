@@ -1,0 +1,76 @@
+"""`videoqa ask` as a user runs it: answers on real clips, one clear line and exit 2 on bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from clipgen import write_audio_only, write_empty, write_text
+
+from videoqa.cli import main
+
+
+def ask(capsys, *argv):
+    code = main(["ask", *argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("name", ["sample_demo_3.mp4", "sample_demo_9.mp4", "videocli.gif"])
+def test_ask_answers_on_every_shared_clip(capsys, tiny_model_dir, shared_media, name):
+    code, out, err = ask(capsys, str(shared_media / name), "What is happening?", "--model", str(tiny_model_dir),
+                         "--max-new-tokens", "4")
+    assert code == 0
+    assert "frames 8" in err and "visual tokens 520 -> 260" in err and "prefill" in err
+
+
+def test_ask_json(capsys, tiny_model_dir, shared_media):
+    code, out, _ = ask(capsys, str(shared_media / "videocli.gif"), "What is shown?", "--model", str(tiny_model_dir),
+                       "--json", "--prune", "random", "--r", "0.75", "--max-new-tokens", "3")
+    assert code == 0
+    record = json.loads(out)
+    assert record["kept"]["n_kept"] == 130 and record["kept"]["method"] == "random"
+    assert record["video"]["backend"] and len(record["video"]["timestamps"]) == 8
+
+
+def _bad_inputs(tmp):
+    return {
+        "missing": (tmp / "nope.mp4", "file not found"),
+        "empty": (write_empty(tmp / "empty.mp4"), "empty"),
+        "text": (write_text(tmp / "notes.mp4"), "not a video"),
+        "audio": (write_audio_only(tmp / "sound.mp4"), "no video stream"),
+    }
+
+
+@pytest.mark.parametrize("case", ["missing", "empty", "text", "audio"])
+def test_bad_video_one_line_exit_2(capsys, tmp_path, tiny_model_dir, case):
+    path, reason = _bad_inputs(tmp_path)[case]
+    code, out, err = ask(capsys, str(path), "What?", "--model", str(tiny_model_dir))
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and path.name in lines[0] and reason in lines[0].lower(), err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("opts,msg", [
+    (["--k", "7"], "K=7 is out of range"),
+    (["--r", "1.5"], "R must be in [0, 1)"),
+    (["--r", "lots"], "R must be a number"),
+    (["--model", "/nonexistent/model"], "cannot load model"),
+    (["--frames", "0"], "frames must be >= 1"),
+])
+def test_bad_options_one_line_exit_2(capsys, tiny_model_dir, shared_media, opts, msg):
+    argv = [str(shared_media / "videocli.gif"), "What?", "--model", str(tiny_model_dir), *opts]
+    code, _, err = ask(capsys, *argv)
+    assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_console_script_exit_code(tmp_path, tiny_model_dir):
+    """The installed entry point, in a fresh process: no traceback, exit 2."""
+    text = write_text(tmp_path / "fake.mp4")
+    proc = subprocess.run([sys.executable, "-m", "videoqa.cli", "ask", str(text), "What?", "--model",
+                           str(tiny_model_dir)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "fake.mp4" in proc.stderr and "Traceback" not in proc.stderr

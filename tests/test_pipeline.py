@@ -1,0 +1,117 @@
+"""The pipeline against direct transformers calls, its cache, its errors and its determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from videoqa.errors import InputError, VideoError
+from videoqa.model import build_prompt
+from videoqa.pipeline import VideoQA
+from videoqa.pruning import PruneConfig, keep_count
+from videoqa.video import sample_frames
+
+from clipgen import write_clip
+
+
+@pytest.fixture(scope="module")
+def clip_path(tmp_path_factory):
+    return write_clip(tmp_path_factory.mktemp("clips") / "index.mp4", n_frames=24)
+
+
+def test_prompt_template_and_history():
+    assert build_prompt("What is it?") == "USER: <video>\nWhat is it? ASSISTANT:"
+    assert build_prompt("And then?", [("What is it?", "A cat.")]) == (
+        "USER: <video>\nWhat is it? ASSISTANT: A cat.</s>USER: And then? ASSISTANT:")
+
+
+def test_answer_equals_direct_generate(tiny_qa, clip_path):
+    """No pruning: our prefill/decode loop gives exactly transformers' own generate()."""
+    question = "What colour is the square?"
+    answer = tiny_qa.ask(clip_path, question, prune=PruneConfig(method="none"), max_new_tokens=8)
+    frames = sample_frames(clip_path, 8).frames
+    proc = tiny_qa.processor
+    inputs = proc(text=[build_prompt(question)], videos=[list(frames)], return_tensors="pt")
+    out = tiny_qa.model.generate(**inputs, max_new_tokens=8, do_sample=False)
+    new = out[0, inputs["input_ids"].shape[1]:]
+    expected = proc.tokenizer.decode(new, skip_special_tokens=True).strip()
+    assert answer.text == expected
+    assert answer.stats.prompt_tokens == inputs["input_ids"].shape[1]
+    assert answer.kept.n_kept == answer.kept.n_visual == 8 * 65
+
+
+def test_fastv_matches_masked_generate_reference(tiny_qa, clip_path):
+    """FastV through the pipeline keeps round(n*(1-R)) tokens and reports them against the layout."""
+    answer = tiny_qa.ask(clip_path, "Which way does it move?", prune=PruneConfig(method="fastv", k=2, r=0.75))
+    assert answer.kept.n_kept == keep_count(520, 0.75)
+    assert answer.kept.layer == 2 and answer.kept.method == "fastv"
+    assert sorted(answer.kept.kept) == answer.kept.kept
+    assert sum(answer.kept.per_frame()) == answer.kept.n_kept
+    assert 0 < answer.flops.ratio < 1
+    assert answer.stats.kept_visual_tokens == answer.kept.n_kept
+
+
+def test_follow_up_questions_reuse_the_encoding(tiny_model_dir, clip_path):
+    qa = VideoQA.from_pretrained(str(tiny_model_dir), max_new_tokens=4)
+    first = qa.ask(clip_path, "What is it?")
+    assert qa.encode_count == 1 and not first.stats.encode_cached
+    second = qa.ask(clip_path, "And then?", history=[("What is it?", first.text)])
+    assert qa.encode_count == 1 and second.stats.encode_cached and second.stats.t_encode == 0.0
+    assert second.stats.prompt_tokens > first.stats.prompt_tokens  # history is in the prompt
+
+
+def test_same_input_same_answer_and_kept_tokens(tiny_qa, clip_path):
+    for method in ("fastv", "vispruner", "random"):
+        cfg = PruneConfig(method=method, r=0.5)
+        a, b = (tiny_qa.ask(clip_path, "What is it?", prune=cfg) for _ in range(2))
+        assert a.text == b.text and a.kept.kept == b.kept.kept
+
+
+def test_stream_yields_text_then_answer(tiny_qa, clip_path):
+    items = list(tiny_qa.stream(clip_path, "What is it?"))
+    answer = items[-1]
+    assert all(isinstance(x, str) for x in items[:-1])
+    assert "".join(items[:-1]).strip() == answer.text
+
+
+def test_auto_r_gives_a_decision(tiny_qa, clip_path):
+    answer = tiny_qa.ask(clip_path, "What is it?", prune=PruneConfig(method="fastv", r="auto"))
+    assert answer.decision is not None and answer.decision.frames == 8
+    assert answer.kept.n_kept == answer.decision.kept
+
+
+def test_before_llm_methods_shorten_the_prompt(tiny_qa, clip_path):
+    none = tiny_qa.ask(clip_path, "What is it?", prune=PruneConfig(method="none"))
+    for method in ("vispruner", "random"):
+        a = tiny_qa.ask(clip_path, "What is it?", prune=PruneConfig(method=method, r=0.5))
+        assert a.kept.layer == 0
+        assert a.stats.prompt_tokens == none.stats.prompt_tokens - (520 - keep_count(520, 0.5))
+
+
+def test_question_too_long_for_the_context(tiny_qa, clip_path):
+    with pytest.raises(InputError, match="context"):
+        tiny_qa.ask(clip_path, "why " * 5000)
+
+
+def test_empty_question_and_bad_options(tiny_qa, clip_path):
+    with pytest.raises(InputError, match="empty"):
+        tiny_qa.ask(clip_path, "   ")
+    with pytest.raises(InputError, match="K="):
+        tiny_qa.ask(clip_path, "What?", prune=PruneConfig(method="fastv", k=9, r=0.5))
+
+
+def test_bad_video_is_a_video_error(tiny_qa, tmp_path):
+    bad = tmp_path / "notes.mp4"
+    bad.write_text("this is not a video")
+    with pytest.raises(VideoError, match="notes.mp4"):
+        tiny_qa.ask(bad, "What is it?", prune=PruneConfig(method="none"))
+
+
+def test_frames_array_input_via_clip(tiny_qa, clip_path):
+    clip = sample_frames(clip_path, 8)
+    a = tiny_qa.ask(clip, "What is it?", prune=PruneConfig(method="none"))
+    b = tiny_qa.ask(clip_path, "What is it?", prune=PruneConfig(method="none"))
+    assert a.text == b.text
+    assert np.array_equal(a.clip.frames, b.clip.frames)
+    assert torch.is_tensor(torch.as_tensor(a.kept.kept))
