@@ -177,7 +177,8 @@ def peak_memory_worker(setup: Setup, method: str, r: float, k: int) -> dict:
     if method == "fastv":
         inputs, plan = make_prompt(model, setup.frames), engine.FastVPlan(k=k, r=r)
     else:
-        inputs, plan = make_prompt(model, setup.frames, n_keep=None if method == "none" else keep_count(n_vis, r)), None
+        n_keep = None if method == "none" else keep_count(n_vis, r)
+        inputs, plan = make_prompt(model, setup.frames, n_keep=n_keep), None
     if setup.device.startswith("cuda"):
         torch.cuda.synchronize()
         base = torch.cuda.memory_allocated()
@@ -209,7 +210,8 @@ def format_llm_table(rows: list[dict], peaks: dict[str, float] | None = None) ->
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         rank_pct = 100 * r["rank_s"] / r["prefill_s"] if r["prefill_s"] else 0.0
-        line = (f"| {r['frames']} | {r['method']}{' (auto)' if r['auto'] else ''} | {r['k'] if r['k'] is not None else '-'} "
+        k = "-" if r["k"] is None else r["k"]
+        line = (f"| {r['frames']} | {r['method']}{' (auto)' if r['auto'] else ''} | {k} "
                 f"| {r['r']:.2f} | {r['kept']} | {r['prefill_s']:.3f} | {r['time_ratio']:.3f} "
                 f"| {r['flops_ratio']:.3f} | {r['time_ratio'] / r['flops_ratio']:.2f} | {rank_pct:.2f} "
                 f"| {r['decode_ms']:.1f} | {r['cache_mb']:.1f} |")

@@ -160,6 +160,7 @@ def prefill(
     pos_emb = decoder.rotary_emb(h, position_ids=position_ids)
     mask = _layer_mask(decoder, key_mask, n, h.dtype)
     offsets = [int(visual_mask[i].nonzero()[0]) if visual_mask[i].any() else -1 for i in range(b)]
+    h_in = h  # input of the layer just run: layer K-1's, when ranking
     result = PrefillResult(
         logits=None, cache=cache, full_mask=key_mask, pruned_mask=None,
         next_position=position_ids[:, -1] + 1, k=plan.k if plan is not None else None, visual_offsets=offsets,

@@ -1,0 +1,295 @@
+"""Adaptive R: choose the frame count and FastV's ratio from the video's length and the memory left.
+
+Video length decides the frames (8 by default, more for long clips, capped by the context window),
+frames decide the visual tokens, and R is the smallest ratio meeting both
+
+- a token budget that grows slower than the frame count (kept ∝ frames^γ with γ < 1: a longer clip
+  is more redundant), anchored so that the training setting — 8 frames — gets the paper's R = 0.5;
+- the memory left on the device (weights are already resident): the KV cache (full length for layers
+  < K, pruned after) plus a prefill-activation estimate must fit in the free memory minus a margin.
+
+R is clamped to [r_min, r_max]; if even r_max does not fit, fewer frames are used, with a warning.
+`decide` is a pure function of its arguments and returns a Decision saying which limit bound it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, field, replace
+
+import torch
+
+from ..errors import InputError
+from .base import ModelDims
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class AdaptivePolicy:
+    """The policy's constants. Every decision can be recomputed from these plus decide()'s arguments."""
+
+    # Video-LLaVA was trained on 8 uniformly sampled frames: clips up to base_frames * seconds_per_frame
+    # (24 s — MSVD/MSRVTT/TGIF clips) keep the training setting.
+    base_frames: int = 8
+    # Longer clips get one frame per 3 s, so a 30 s clip gets 10 and anything from 45 s on hits the
+    # context cap (15 frames x 257 tokens for a 4096 context): sampling stays dense enough to see events.
+    seconds_per_frame: float = 3.0
+    max_frames: int | None = None  # an extra hard cap; None = the context window alone decides
+    # The paper's default (FastV K=2 R=50%), given to base_frames with ample memory.
+    base_r: float = 0.5
+    # kept tokens ∝ frames^γ. γ = 0.25 keeps a 15-frame clip's prefill FLOPs at or below an unpruned
+    # 8-frame clip's even when K is a quarter of the layers (the 8-layer bench config, K=2);
+    # on Video-LLaVA-7B (K=2 of 32) it is far below.
+    budget_exponent: float = 0.25
+    # Never prune below r_min; r_max = 0.9 keeps >= 10%: published video results fall off steeply past
+    # that (FastV at 114 of 2048 tokens: TGIF 19.8 -> 10.6).
+    r_min: float = 0.0
+    r_max: float = 0.9
+    new_tokens: int = 64  # room for the answer, in the context window and in the KV cache
+    # Plan with 80% of the free memory, less a fixed reserve for allocator fragmentation, kernel
+    # workspaces and the vision tower's run: the activation figure below is an estimate.
+    memory_margin: float = 0.2
+    reserve_bytes: int = 512 * MiB
+
+
+@dataclass
+class Decision:
+    """What the policy chose and why. `r` is the fraction of visual tokens dropped; `kept` how many stay."""
+
+    frames: int
+    visual_tokens: int
+    r: float
+    kept: int
+    bound: str  # 'default' | 'budget' | 'memory' | 'context' | 'r_max'
+    reason: str
+    memory: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def max_frames_for_context(dims: ModelDims, text_tokens: int, policy: AdaptivePolicy | None = None) -> int:
+    """The most frames whose unpruned tokens fit the context with the text and the answer.
+
+    The unpruned length counts even when pruning: FastV's first K layers see every token and kept tokens
+    keep their original positions, so the last position must exist in the model's RoPE range.
+    """
+    policy = policy or AdaptivePolicy()
+    room = dims.context - text_tokens - policy.new_tokens
+    cap = max(0, room // dims.tokens_per_frame)
+    return cap if policy.max_frames is None else min(cap, policy.max_frames)
+
+
+def _frames_wanted(duration_s: float | None, policy: AdaptivePolicy) -> int:
+    if duration_s is None or duration_s <= 0:  # unknown length (an image sequence, a stream): the default
+        return policy.base_frames
+    return max(policy.base_frames, math.ceil(duration_s / policy.seconds_per_frame))
+
+
+def frames_for_duration(
+    duration_s: float | None, dims: ModelDims, text_tokens: int, policy: AdaptivePolicy | None = None
+) -> int:
+    """base_frames for short clips, one frame per seconds_per_frame beyond, capped by the context window."""
+    policy = policy or AdaptivePolicy()
+    return min(_frames_wanted(duration_s, policy), max_frames_for_context(dims, text_tokens, policy))
+
+
+def memory_need(dims: ModelDims, n_text: int, n_visual: int, n_kept: int, k: int, new_tokens: int) -> dict:
+    """Bytes needed beyond the weights: the KV cache and an estimate of the prefill activations.
+
+    KV: 2 (k and v) · kv_heads · head_dim · dtype bytes per token per layer, for the full sequence in
+    layers < K and for the kept one in layers >= K (k=0: pruned before the LLM), answer tokens included.
+    Activations: the widest layer's live tensors, about 6·d (residual, norm, q/k/v, attention output)
+    plus 3·m (gate, up, product) per token with SDPA/FlashAttention (no n×n matrix).
+    """
+    per_token_layer = 2 * dims.n_kv_heads * dims.head_dim * dims.dtype_bytes
+    k = min(max(k, 0), dims.n_layers)
+    n_full = n_text + n_visual + new_tokens
+    n_pruned = n_text + n_kept + new_tokens
+    kv = per_token_layer * (k * n_full + (dims.n_layers - k) * n_pruned)
+    widest = n_text + (n_visual if k > 0 else n_kept)
+    activations = widest * (6 * dims.hidden + 3 * dims.ffn) * dims.dtype_bytes
+    return {
+        "kv_bytes_per_token": per_token_layer * dims.n_layers,
+        "kv_bytes_full": per_token_layer * dims.n_layers * n_full,
+        "kv_bytes": kv,
+        "activation_bytes": activations,
+        "need_bytes": kv + activations,
+    }
+
+
+def _usable(free_bytes: int, policy: AdaptivePolicy) -> int:
+    return max(0, int(free_bytes * (1.0 - policy.memory_margin)) - policy.reserve_bytes)
+
+
+def _max_kept_for_memory(dims: ModelDims, text_tokens: int, n_visual: int, k: int, usable: int,
+                         policy: AdaptivePolicy) -> int:
+    """The most visual tokens that can be kept within `usable` bytes (-1: not even zero fits).
+
+    The need is affine in the kept count, so two evaluations give it exactly."""
+    a = memory_need(dims, text_tokens, n_visual, 0, k, policy.new_tokens)["need_bytes"]
+    b = memory_need(dims, text_tokens, n_visual, 1, k, policy.new_tokens)["need_bytes"] - a
+    if a > usable:
+        return -1
+    if b == 0:  # k >= n_layers: pruning saves no cache
+        return n_visual
+    return min(n_visual, (usable - a) // b)
+
+
+def decide(
+    duration_s: float | None,
+    dims: ModelDims,
+    text_tokens: int,
+    free_bytes: int,
+    k: int,
+    frames: int | None = None,
+    policy: AdaptivePolicy | None = None,
+) -> Decision:
+    """Frames and R for one clip. Pure: the same arguments always give the same Decision.
+
+    duration_s: clip length (None: unknown, use base_frames); text_tokens: prompt tokens besides the
+    visual ones; free_bytes: device memory left with the weights loaded (free_memory_bytes());
+    k: FastV's layer (0 for methods that prune before the LLM); frames: the user's override.
+    Raises InputError when not even one frame fits the context window or the memory.
+    """
+    policy = policy or AdaptivePolicy()
+    tpf = dims.tokens_per_frame
+    warnings: list[str] = []
+
+    cap = max_frames_for_context(dims, text_tokens, policy)
+    if cap < 1:
+        raise InputError(f"the prompt ({text_tokens} text tokens) leaves no room for a single frame of "
+                         f"{tpf} tokens in the {dims.context}-token context")
+    wanted = _frames_wanted(duration_s, policy) if frames is None else frames
+    if wanted < 1:
+        raise InputError(f"frames must be >= 1, got {wanted}")
+    n_frames = min(wanted, cap)
+    context_capped = n_frames < wanted
+    if context_capped:
+        msg = (f"{wanted} frames x {tpf} tokens + {text_tokens} text + {policy.new_tokens} answer tokens "
+               f"exceed the {dims.context}-token context; using {n_frames} frames")
+        if frames is not None:  # the user asked for them: say so
+            warnings.append(msg)
+
+    usable = _usable(free_bytes, policy)
+    # Fewer frames only when even r_max does not fit the memory.
+    for f in range(n_frames, 0, -1):
+        n_vis = f * tpf
+        max_kept_mem = _max_kept_for_memory(dims, text_tokens, n_vis, k, usable, policy)
+        min_kept = round(n_vis * (1.0 - policy.r_max))
+        if max_kept_mem >= min_kept:
+            break
+    else:
+        need = memory_need(dims, text_tokens, tpf, round(tpf * (1.0 - policy.r_max)), k, policy.new_tokens)
+        raise InputError(f"not enough memory for even one frame at R={policy.r_max}: needs about "
+                         f"{need['need_bytes'] / MiB:.0f} MiB, {usable / MiB:.0f} MiB usable of "
+                         f"{free_bytes / MiB:.0f} MiB free")
+    memory_cut = f < n_frames
+    if memory_cut:
+        warnings.append(f"not enough memory for {n_frames} frames even at R={policy.r_max}: "
+                        f"using {f} frames ({usable / MiB:.0f} MiB usable of "
+                        f"{free_bytes / MiB:.0f} MiB free)")
+
+    # The token budget: base_frames at base_r, growing as frames^γ.
+    growth = (f / policy.base_frames) ** policy.budget_exponent
+    budget = policy.base_frames * tpf * (1.0 - policy.base_r) * growth
+    max_kept_budget = min(n_vis, math.floor(budget + 1e-9))  # tolerance: 8 frames must give exactly base_r
+    max_kept_rmin = round(n_vis * (1.0 - policy.r_min))
+    kept = min(max_kept_budget, max_kept_mem, max_kept_rmin)
+    if kept < min_kept:  # only the budget can ask for this much: memory was checked above
+        kept = min_kept
+        bound, why = "r_max", f"the token budget ({budget:.0f}) asks for more than R={policy.r_max}"
+    elif memory_cut:
+        bound, why = "memory", "memory does not fit more frames even at r_max"
+    elif max_kept_mem < min(max_kept_budget, max_kept_rmin):
+        bound, why = "memory", f"memory allows at most {max_kept_mem} visual tokens"
+    elif context_capped:
+        bound, why = "context", f"the context allows at most {n_frames} frames; token budget {budget:.0f}"
+    elif f == policy.base_frames and kept == max_kept_budget:
+        bound, why = "default", f"{f} frames as in training, the paper's R={policy.base_r}"
+    else:
+        bound, why = "budget", f"token budget {budget:.0f} for {f} frames (∝ frames^{policy.budget_exponent})"
+    r = 1.0 - kept / n_vis
+
+    mem = memory_need(dims, text_tokens, n_vis, kept, k, policy.new_tokens)
+    mem.update(free_bytes=int(free_bytes), usable_bytes=usable, k=k)
+    if frames is not None:
+        src = "override"
+    else:
+        src = "unknown length" if duration_s is None else f"{duration_s:g} s"
+    reason = f"{f} frames ({src}) -> {n_vis} visual tokens; keep {kept} (R={r:.3f}): {why}"
+    return Decision(frames=f, visual_tokens=n_vis, r=r, kept=kept, bound=bound, reason=reason,
+                    memory=mem, warnings=warnings)
+
+
+def describe(decision: Decision) -> str:
+    """One line for the CLI and the UI."""
+    d, m = decision, decision.memory
+    line = (f"{d.frames} frames, {d.visual_tokens} visual tokens -> keep {d.kept} "
+            f"(R={d.r:.2f}, bound: {d.bound}); KV {m.get('kv_bytes', 0) / GiB:.2f} GiB, "
+            f"usable {m.get('usable_bytes', 0) / GiB:.1f} GiB")
+    if d.warnings:
+        line += f"; warning: {'; '.join(d.warnings)}"
+    return line
+
+
+def free_memory_bytes(device: str | torch.device) -> int:
+    """Memory a new allocation can use now: CUDA free memory from the driver plus what PyTorch's caching
+    allocator holds unused; CPU: MemAvailable (Linux), else available physical pages."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
+    if device.type == "mps":
+        return int(torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory())
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the kernel reports kB
+    except OSError:
+        pass
+    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+
+
+def video_llava_7b_dims() -> ModelDims:
+    """Video-LLaVA-7B's dimensions without weights: VideoLlavaConfig() builds the 7B architecture, but its
+    default text config (LlamaConfig) has 2048 positions where the checkpoint's config says 4096."""
+    from transformers import VideoLlavaConfig
+
+    return replace(ModelDims.from_config(VideoLlavaConfig(), dtype_bytes=2), context=4096)
+
+
+def decision_table(dims: ModelDims, durations: list[float], free_gb: list[float], text_tokens: int = 64,
+                   k: int = 2, policy: AdaptivePolicy | None = None) -> list[dict]:
+    """Decisions for each clip length x free memory, as rows for a printed table."""
+    rows = []
+    for duration in durations:
+        for gb in free_gb:
+            d = decide(duration, dims, text_tokens, int(gb * GiB), k, policy=policy)
+            rows.append({"duration_s": duration, "free_gib": gb, "frames": d.frames,
+                         "visual": d.visual_tokens, "r": d.r, "kept": d.kept, "bound": d.bound,
+                         "kv_gib": d.memory["kv_bytes"] / GiB, "kv_full_gib": d.memory["kv_bytes_full"] / GiB,
+                         "warnings": len(d.warnings)})
+    return rows
+
+
+def main() -> None:
+    """Print the decisions for 5 s / 30 s / 3 min clips under 80 / 24 / 8 GiB free (7B, bf16, K=2)."""
+    dims = video_llava_7b_dims()
+    print(f"Video-LLaVA-7B dims (bf16, K=2, 64 text tokens, context {dims.context})")
+    print(f"policy: {AdaptivePolicy()}")
+    print(f"{'clip':>6} {'free':>7} {'frames':>6} {'visual':>6} {'R':>6} {'kept':>5} {'bound':>8} "
+          f"{'KV GiB':>7} {'KV unpruned':>11}")
+    for row in decision_table(dims, [5, 30, 180], [80, 24, 8, 2, 1.25]):
+        print(f"{row['duration_s']:>5g}s {row['free_gib']:>5g}GB {row['frames']:>6} {row['visual']:>6} "
+              f"{row['r']:>6.3f} {row['kept']:>5} {row['bound']:>8} {row['kv_gib']:>7.2f} "
+              f"{row['kv_full_gib']:>11.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,467 @@
+"""Frame sampling: N frames spread uniformly over a whole clip, as Video-LLaVA was trained.
+
+Indices are ``np.linspace(0, n - 1, N, dtype=int)`` — the original Video-LLaVA code — so the first and last
+frames are always included and the float positions are floored (not rounded). Sampling is uniform in
+frame index, not in time; on a variable-frame-rate clip the timestamps show the uneven spacing.
+
+Two backends decode the frames:
+
+* ``"pyav"`` (the default for ``"auto"``): one cheap demux pass (packets only, no decoding) counts the
+  frames and finds the keyframes; then frames are decoded in order and only the sampled ones are
+  converted to RGB and kept. Where the stream has several keyframes, the decoder seeks to the keyframe
+  before each sampled frame instead of decoding the gap, and checks each kept frame by its pts. If the
+  decoder yields a different number of frames than the container announced (broken header, truncated
+  tail), the indices are recomputed from the real count and, if needed, a second pass fetches them.
+  PyAV handles every container FFmpeg reads, GIF included, and never holds more than N frames in memory.
+* ``"decord"``: seeks per frame. It is unmaintained, cannot read GIF or truncated files, fails on some
+  narrow frames (48 px wide), and trusts header metadata, so it only runs on files PyAV has already
+  opened and counted, in a watchdog thread so a hang becomes an error, and its frame count must match
+  the demuxed count. Speed is on par with PyAV (``python -m videoqa.video_bench``), so PyAV is default.
+
+``backend="auto"`` tries PyAV, then decord when PyAV fails on a valid file (an unexpected FFmpeg error,
+an unstable frame count). An explicit backend runs only that backend. Input problems (missing, empty,
+not a video, no video stream, unknown codec, no decodable frame) raise ``VideoError`` at once and are
+never handed to decord: both decode with FFmpeg, and corrupt input is where decord crashes.
+
+Clips shorter than N frames repeat frames so N are always returned (e.g. 3 frames, N=8 gives indices
+``[0, 0, 0, 0, 1, 1, 1, 2]``). Frames are decoded at their stored size; rotation metadata is not applied.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import av
+import numpy as np
+
+from videoqa.errors import InputError, VideoError
+
+BACKENDS = ("auto", "pyav", "decord")
+DECORD_TIMEOUT_S = 60.0  # a decord call longer than this is treated as hung
+
+
+@dataclass
+class VideoInfo:
+    path: str
+    duration_s: float
+    fps: float  # average rate: (frames - 1) / (last pts - first pts) when pts are known
+    total_frames: int
+    width: int
+    height: int
+    codec: str
+    container: str
+
+
+@dataclass
+class Clip:
+    frames: np.ndarray  # (N, H, W, 3) uint8 RGB
+    indices: list[int]  # frame number (0-based, presentation order) of each returned frame
+    timestamps: list[float]  # seconds from the first frame, from each frame's pts when known
+    info: VideoInfo
+    backend: str  # "pyav" or "decord": the one that produced the frames
+
+    def to_dict(self) -> dict:
+        """JSON-able summary (no pixel data)."""
+        return {
+            "indices": list(self.indices),
+            "timestamps": [round(t, 6) for t in self.timestamps],
+            "backend": self.backend,
+            "frame_shape": list(self.frames.shape),
+            "info": asdict(self.info),
+        }
+
+
+class _BackendFailed(Exception):
+    """A valid video that this backend could not decode; the other backend may still manage."""
+
+
+def frame_indices(total_frames: int, num_frames: int) -> list[int]:
+    """Frame numbers to sample: ``np.linspace(0, total_frames - 1, num_frames, dtype=int)``.
+
+    Floors like the original Video-LLaVA code. With fewer frames than ``num_frames`` some repeat.
+    """
+    if total_frames < 1:
+        raise ValueError(f"total_frames must be >= 1, got {total_frames}")
+    if num_frames < 1:
+        raise ValueError(f"num_frames must be >= 1, got {num_frames}")
+    return [int(i) for i in np.linspace(0, total_frames - 1, num_frames, dtype=int)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Opening and scanning (PyAV, no decoding)
+
+
+@dataclass
+class _Scan:
+    """What one demux pass over the video stream tells us."""
+
+    pts: list[int]  # sorted presentation pts of every frame packet; empty when some pts are missing
+    key_pts: list[int]  # sorted pts of keyframe packets
+    packets: int  # packets carrying frame data
+    end_pts: int | None  # pts just after the last frame
+
+
+def _looks_like_text(path: Path) -> bool:
+    with path.open("rb") as f:
+        head = f.read(4096)
+    # no NUL bytes and (nearly) valid UTF-8; a cut multi-byte character at the end is tolerated
+    return b"\x00" not in head and head.decode("utf-8", errors="replace").count("\ufffd") <= 1
+
+
+def _open(path: Path) -> av.container.InputContainer:
+    """Open ``path`` for reading, turning every failure into a one-line VideoError."""
+    if not path.exists():
+        raise VideoError(path, "file not found")
+    if not path.is_file():
+        raise VideoError(path, "not a regular file")
+    if path.stat().st_size == 0:
+        raise VideoError(path, "empty file (0 bytes)")
+    try:
+        return av.open(str(path), "r")
+    except PermissionError as e:
+        raise VideoError(path, "permission denied") from e
+    except av.FFmpegError as e:
+        if _looks_like_text(path):
+            raise VideoError(path, "not a video file (it contains text)") from e
+        raise VideoError(path, f"not a video file or unsupported/corrupt container ({e.strerror})") from e
+
+
+def _video_stream(container: av.container.InputContainer, path: Path) -> av.video.stream.VideoStream:
+    if not container.streams.video:
+        kinds = sorted({s.type for s in container.streams}) or ["none"]
+        raise VideoError(path, f"no video stream (streams: {', '.join(kinds)})")
+    stream = container.streams.video[0]
+    if stream.codec_context is None or not stream.codec_context.name:
+        raise VideoError(path, "unsupported video codec (FFmpeg has no decoder for it)")
+    return stream
+
+
+def _scan(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> _Scan:
+    """Demux (not decode) the video stream: count frame packets, collect their pts and the keyframes."""
+    pts: list[int | None] = []
+    keys: list[int] = []
+    end_pts = None
+    try:
+        for packet in container.demux(stream):
+            if packet.size == 0 or packet.is_discard:
+                continue
+            pts.append(packet.pts)
+            if packet.pts is not None:
+                if packet.is_keyframe:
+                    keys.append(packet.pts)
+                end = packet.pts + (packet.duration or 0)
+                end_pts = end if end_pts is None else max(end_pts, end)
+    except av.FFmpegError:
+        pass  # unreadable data from here on: what was read is what the file holds
+    known = [p for p in pts if p is not None]
+    full = len(known) == len(pts)
+    return _Scan(pts=sorted(known) if full else [], key_pts=sorted(keys), packets=len(pts), end_pts=end_pts)
+
+
+def _container_name(container: av.container.InputContainer, path: Path) -> str:
+    # FFmpeg names demuxers by family ("mov,mp4,m4a,..."): report the member the file claims to be.
+    names = container.format.name.split(",")
+    suffix = path.suffix.lower().lstrip(".")
+    aliases = {"mkv": "matroska"}
+    return suffix if suffix in names or aliases.get(suffix) in names else names[0]
+
+
+def _estimate_count(stream: av.video.stream.VideoStream, scan: _Scan) -> int:
+    # Packets are what the file really holds; a header count below it is trusted (GIF demuxing yields
+    # a trailing packet that decodes to nothing), one above it is not (truncated file, bad AVI header).
+    header = stream.frames or 0
+    return min(header, scan.packets) if header > 0 else scan.packets
+
+
+def _make_info(path: Path, container, stream, scan: _Scan, total: int) -> VideoInfo:
+    tb = float(stream.time_base) if stream.time_base else 0.0
+    fps = 0.0
+    if len(scan.pts) > 1 and scan.pts[-1] > scan.pts[0] and tb:
+        fps = (len(scan.pts) - 1) / ((scan.pts[-1] - scan.pts[0]) * tb)
+    elif stream.average_rate:
+        fps = float(stream.average_rate)
+    elif stream.guessed_rate:
+        fps = float(stream.guessed_rate)
+    if scan.pts and scan.end_pts is not None and tb and scan.end_pts > scan.pts[0]:
+        duration = (scan.end_pts - scan.pts[0]) * tb
+    elif stream.duration and tb:
+        duration = stream.duration * tb
+    elif container.duration:
+        duration = container.duration / av.time_base
+    else:
+        duration = total / fps if fps else 0.0
+    ctx = stream.codec_context
+    return VideoInfo(
+        path=str(path),
+        duration_s=float(duration),
+        fps=float(fps),
+        total_frames=int(total),
+        width=int(ctx.width),
+        height=int(ctx.height),
+        codec=ctx.name,
+        container=_container_name(container, path),
+    )
+
+
+def probe_video(path: str | Path) -> VideoInfo:
+    """Metadata without decoding: one demux pass counts frame packets (headers can be wrong or absent).
+
+    ``total_frames`` is the demuxed count (capped by the header count when that is smaller); the exact
+    number of decodable frames is in ``sample_frames(...).info.total_frames``.
+    """
+    path = Path(path)
+    with _open(path) as container:
+        stream = _video_stream(container, path)
+        scan = _scan(container, stream)
+        return _make_info(path, container, stream, scan, _estimate_count(stream, scan))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# PyAV backend
+
+
+def _frames(container, stream):
+    """Decoded frames in presentation order, skipping packets the decoder rejects (corrupt data)."""
+    packets = container.demux(stream)
+    while True:
+        try:
+            packet = next(packets)
+        except StopIteration:
+            return
+        except av.FFmpegError:
+            break  # unreadable from here: flush what the decoder holds and stop
+        try:
+            yield from packet.decode()
+        except av.FFmpegError:
+            continue
+    try:
+        yield from stream.codec_context.decode(None)
+    except av.FFmpegError:
+        pass
+
+
+def _open_stream(path: Path):
+    container = _open(path)
+    try:
+        stream = _video_stream(container, path)
+    except VideoError:
+        container.close()
+        raise
+    stream.thread_type = "AUTO"  # slice + frame threads: FFmpeg picks what the codec supports
+    return container, stream
+
+
+def _decode_in_order(path: Path, wanted: set[int]) -> tuple[dict[int, tuple[np.ndarray, int | None]], int]:
+    """Decode every frame, keeping RGB copies of the ``wanted`` ones. Returns (kept, frames decoded)."""
+    kept: dict[int, tuple[np.ndarray, int | None]] = {}
+    count = 0
+    container, stream = _open_stream(path)
+    with container:
+        for frame in _frames(container, stream):
+            if count in wanted:
+                kept[count] = (frame.to_ndarray(format="rgb24"), frame.pts)
+            count += 1
+    return kept, count
+
+
+def _decode_seeking(path: Path, scan: _Scan, wanted: list[int]) -> dict[int, tuple[np.ndarray, int]] | None:
+    """Fetch the wanted frames by pts, seeking to a keyframe whenever that skips decoding.
+
+    Returns None when any wanted frame does not come out of the decoder with its demuxed pts (then the
+    caller decodes in order instead).
+    """
+    kept: dict[int, tuple[np.ndarray, int]] = {}
+    container, stream = _open_stream(path)
+    with container:
+        frames = _frames(container, stream)
+        position = scan.pts[0]  # pts the decoder will reach without seeking
+        for index in sorted(set(wanted)):
+            target = scan.pts[index]
+            key = scan.key_pts[int(np.searchsorted(scan.key_pts, target, side="right")) - 1]
+            if key > position:
+                container.seek(key, stream=stream, backward=True, any_frame=False)
+                frames = _frames(container, stream)
+            for frame in frames:
+                if frame.pts is None:
+                    return None
+                position = frame.pts
+                if frame.pts >= target:
+                    break
+            else:
+                return None
+            if position != target:
+                return None
+            kept[index] = (frame.to_ndarray(format="rgb24"), frame.pts)
+    return kept
+
+
+def _sample_pyav(path: Path, num_frames: int, allow_seek: bool = True) -> Clip:
+    with _open(path) as container:
+        stream = _video_stream(container, path)
+        scan = _scan(container, stream)
+        estimate = _estimate_count(stream, scan)
+        info = _make_info(path, container, stream, scan, estimate)
+        tb = float(stream.time_base) if stream.time_base else 0.0
+        # Seeking identifies frames by their demuxed pts, so only use it when that list is trustworthy.
+        can_seek = (
+            allow_seek
+            and len(scan.key_pts) > 1
+            and len(scan.pts) == scan.packets
+            and len(set(scan.pts)) == len(scan.pts)
+            and (stream.frames or 0) in (0, scan.packets)
+        )
+    if estimate == 0:
+        raise VideoError(path, "no video frames in the file (truncated or corrupt)")
+
+    kept = None
+    total = estimate
+    if can_seek:
+        wanted = frame_indices(total, num_frames)
+        kept = _decode_seeking(path, scan, wanted)
+    if kept is None:
+        wanted = frame_indices(estimate, num_frames)
+        kept, total = _decode_in_order(path, set(wanted))
+        if total == 0:
+            # Both backends decode with FFmpeg: if it yields nothing, decord cannot do better (and
+            # corrupt input is where decord crashes), so this is final.
+            raise VideoError(path, "no decodable video frame (truncated or corrupt file)")
+        if total != estimate:
+            wanted = frame_indices(total, num_frames)
+            if not set(wanted) <= kept.keys():
+                kept, recount = _decode_in_order(path, set(wanted))
+                if recount != total or not set(wanted) <= kept.keys():
+                    raise _BackendFailed(f"decoder yields {total} frames, then {recount}: unstable stream")
+
+    info.total_frames = total
+    first = scan.pts[0] if scan.pts else kept.get(0, (None, None))[1]
+    timestamps = []
+    for i in wanted:
+        pts = kept[i][1]
+        if pts is not None and first is not None and tb:
+            timestamps.append((pts - first) * tb)
+        else:
+            timestamps.append(i / info.fps if info.fps else 0.0)
+    frames = np.stack([kept[i][0] for i in wanted])
+    return Clip(frames=frames, indices=wanted, timestamps=timestamps, info=info, backend="pyav")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# decord backend
+
+
+def _run_with_timeout(fn, timeout_s: float):
+    """Run ``fn`` in a daemon thread; a call that does not finish in time raises _BackendFailed.
+
+    A hung decord call cannot be killed from Python: the daemon thread is abandoned (it does not block
+    interpreter exit) and the caller gets an error instead of hanging.
+    """
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - any decord failure is reported, not raised in a thread
+            box["error"] = e
+
+    thread = threading.Thread(target=target, name="decord-sample", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise _BackendFailed(f"decord did not finish within {timeout_s:.0f} s")
+    if "error" in box:
+        lines = str(box["error"]).strip().splitlines() or [type(box["error"]).__name__]
+        # decord prefixes messages with "[hh:mm:ss] /source/file.cc:123: "; keep only the message
+        message = re.sub(r"^\[[\d:]+\] \S+:\d+: ", "", lines[0])
+        raise _BackendFailed(f"decord failed: {message}")
+    return box["value"]
+
+
+def _sample_decord(path: Path, num_frames: int, timeout_s: float = DECORD_TIMEOUT_S) -> Clip:
+    # PyAV vets the file first: decord never sees anything FFmpeg cannot open as a video.
+    with _open(path) as container:
+        stream = _video_stream(container, path)
+        scan = _scan(container, stream)
+        accepted = {scan.packets, stream.frames or 0} - {0}
+        info = _make_info(path, container, stream, scan, _estimate_count(stream, scan))
+    if info.total_frames == 0:
+        raise VideoError(path, "no video frames in the file (truncated or corrupt)")
+    try:
+        import decord
+    except ImportError as e:
+        raise _BackendFailed("decord is not installed") from e
+
+    def work():
+        reader = decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=0)
+        count = len(reader)
+        if count not in accepted:
+            return count, None, None
+        wanted = frame_indices(count, num_frames)
+        frames = reader.get_batch(wanted).asnumpy()
+        times = reader.get_frame_timestamp(wanted)[:, 0]
+        return count, frames, times
+
+    count, frames, times = _run_with_timeout(work, timeout_s)
+    if frames is None:
+        raise _BackendFailed(f"decord counts {count} frames, the container holds {sorted(accepted)}")
+    wanted = frame_indices(count, num_frames)
+    info.total_frames = count
+    return Clip(
+        frames=np.ascontiguousarray(frames, dtype=np.uint8),
+        indices=wanted,
+        timestamps=[float(t) for t in times],
+        info=info,
+        backend="decord",
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Public entry point
+
+
+def _any_frame_decodes(path: Path) -> bool:
+    container, stream = _open_stream(path)
+    with container:
+        return next(_frames(container, stream), None) is not None
+
+
+def _run_backend(name: str, path: Path, num_frames: int) -> Clip:
+    """One backend, no fallback. Raises VideoError (bad input) or _BackendFailed (could not decode)."""
+    try:
+        if name == "pyav":
+            return _sample_pyav(path, num_frames)
+        return _sample_decord(path, num_frames)
+    except VideoError:
+        raise
+    except _BackendFailed:
+        # Say "no decodable frame" rather than decord's internal error when FFmpeg cannot decode anything.
+        if name == "decord" and not _any_frame_decodes(path):
+            raise VideoError(path, "no decodable video frame (truncated or corrupt file)") from None
+        raise
+    except av.FFmpegError as e:  # anything FFmpeg raised that the paths above did not expect
+        raise _BackendFailed(f"{name} decoding failed ({e.strerror or type(e).__name__})") from e
+    except (ValueError, RuntimeError, OSError) as e:  # e.g. a frame format PyAV cannot convert
+        raise _BackendFailed(f"{name} decoding failed ({type(e).__name__}: {e})") from e
+
+
+def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto") -> Clip:
+    """Sample ``num_frames`` frames uniformly over the whole clip (see module docstring).
+
+    ``backend``: "auto" (PyAV, then decord if PyAV cannot decode the file), "pyav" or "decord" (that one
+    only). Raises VideoError for any unusable file, InputError for bad arguments.
+    """
+    if backend not in BACKENDS:
+        raise InputError(f"unknown video backend {backend!r} (choose from {', '.join(BACKENDS)})")
+    if not isinstance(num_frames, int) or num_frames < 1:
+        raise InputError(f"num_frames must be a positive integer, got {num_frames!r}")
+    path = Path(path)
+    order = ["pyav", "decord"] if backend == "auto" else [backend]
+    failures = []
+    for name in order:
+        try:
+            return _run_backend(name, path, num_frames)
+        except _BackendFailed as e:
+            failures.append(str(e)[:160])
+    raise VideoError(path, "; ".join(failures))
