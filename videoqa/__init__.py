@@ -1,0 +1,16 @@
+"""videoqa: video question answering with Video-LLaVA and training-free visual-token pruning."""
+
+from .errors import InputError, ModelLoadError, VideoError, VideoQAError
+from .pruning import KeptTokens, PruneConfig
+
+__all__ = ["Answer", "InputError", "KeptTokens", "ModelLoadError", "PruneConfig", "VideoError", "VideoQA",
+           "VideoQAError"]
+
+
+def __getattr__(name: str):
+    # The pipeline pulls in torch and transformers; import it on first use so `videoqa --help` stays fast.
+    if name in ("VideoQA", "Answer"):
+        from . import pipeline
+
+        return getattr(pipeline, name)
+    raise AttributeError(name)
