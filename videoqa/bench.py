@@ -273,6 +273,10 @@ def register(sub) -> None:
     p.add_argument("--decode-tokens", type=int, default=16)
     p.add_argument("--no-memory", action="store_true", help="skip the per-method peak-memory processes")
     p.add_argument("--out", help="also write the tables to this markdown file")
+    g = p.add_argument_group("accuracy suite")
+    g.add_argument("--model", default="demo", help="model evaluated by the accuracy suite (default: demo)")
+    g.add_argument("--clips", type=int, default=100, help="held-out clips (3 questions each)")
+    g.add_argument("--runs-dir", default="runs/accuracy", help="run folders (resumable) and the plot")
     p.set_defaults(func=run)
 
 
