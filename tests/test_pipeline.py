@@ -5,14 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from clipgen import write_clip
 
 from videoqa.errors import InputError, VideoError
 from videoqa.model import build_prompt
 from videoqa.pipeline import VideoQA
 from videoqa.pruning import PruneConfig, keep_count
 from videoqa.video import sample_frames
-
-from clipgen import write_clip
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +114,18 @@ def test_frames_array_input_via_clip(tiny_qa, clip_path):
     assert a.text == b.text
     assert np.array_equal(a.clip.frames, b.clip.frames)
     assert torch.is_tensor(torch.as_tensor(a.kept.kept))
+
+
+@pytest.mark.parametrize("method", ["fastv", "vispruner", "none"])
+def test_batch_of_two_equals_each_alone(tiny_qa, clip_path, tmp_path, method):
+    """Left-padded batch with per-sample ranking: same answers and same kept tokens as single runs."""
+    other = write_clip(tmp_path / "other.avi", n_frames=13, size=(80, 60), fmt="avi-mpeg4")
+    items = [(clip_path, "What colour is the square in this video?"), (other, "Where?")]
+    cfg = PruneConfig(method=method, k=2, r=0.5)
+    batch = tiny_qa.ask_batch(items, prune=cfg, max_new_tokens=6)
+    for (video, question), b in zip(items, batch, strict=True):
+        alone = tiny_qa.ask(video, question, prune=cfg, max_new_tokens=6)
+        assert b.text == alone.text
+        assert b.kept.kept == alone.kept.kept
+        assert b.kept.offset == alone.kept.offset
+    assert batch[0].stats.prompt_tokens != batch[1].stats.prompt_tokens  # the batch really was padded

@@ -26,10 +26,12 @@ from .pruning.base import keep_count
 
 @dataclass
 class FastVPlan:
-    """Prune after layer `k - 1`: keep round(n_vis * (1 - r)) visual tokens of each sample."""
+    """Prune after layer `k - 1`: keep round(n_vis * (1 - r)) visual tokens of each sample.
+
+    `r` may be one ratio for the batch or one per sample (adaptive R differs with each clip's length)."""
 
     k: int
-    r: float
+    r: float | list[float]
     rank_by: str = "last"  # "last": last prompt token's row; "text": mean of the text rows after the video
 
 
@@ -126,7 +128,7 @@ def rank_visual_tokens(weights: Tensor, visual_mask: Tensor, plan: FastVPlan, ro
         vis = visual_mask[b].nonzero().squeeze(-1)
         w = weights[b][rows_valid[b]]  # text query rows that exist for this sample
         s = w.mean(0)[vis] if len(w) else torch.zeros(len(vis), device=weights.device)
-        n_keep = keep_count(len(vis), plan.r)
+        n_keep = keep_count(len(vis), plan.r[b] if isinstance(plan.r, list) else plan.r)
         # Stable tie-break by index so identical inputs always keep the same tokens.
         order = torch.sort(s, descending=True, stable=True).indices[:n_keep]
         kept.append(order.sort().values)

@@ -65,6 +65,28 @@ class Stats:
 
 
 @dataclass
+class Request:
+    """One question made ready for the LLM (internal to the pipeline; see prepare/generate)."""
+
+    question: str
+    clip: Clip
+    enc: EncodedVideo
+    encode_cached: bool
+    ids: Tensor  # [n] prompt ids with the (kept) video tokens expanded
+    visual: Tensor  # [n_visual_in_prompt, d] features scattered into the video-token slots
+    cfg: PruneConfig
+    r: float
+    decision: object | None
+    kept: list[int] | None  # chosen before the LLM (vispruner, random); None: all, or FastV decides later
+    scores: list[float] | None
+    details: dict
+    max_new: int
+    t_start: float
+    t_sample: float
+    t_encode: float
+
+
+@dataclass
 class Answer:
     text: str
     question: str
@@ -199,27 +221,12 @@ class VideoQA:
         embeds[vis_mask] = visual.to(embeds.dtype)
         return embeds, vis_mask
 
-    # -- public API ---------------------------------------------------------------------------------
-
-    def ask(self, video: str | Path | Clip, question: str, history: list[tuple[str, str]] | None = None,
-            prune: PruneConfig | None = None, frames: int | None = None,
-            max_new_tokens: int | None = None) -> Answer:
-        answer = None
-        for item in self.stream(video, question, history, prune, frames, max_new_tokens):
-            answer = item
-        return answer
-
-    def stream(self, video: str | Path | Clip, question: str, history: list[tuple[str, str]] | None = None,
-               prune: PruneConfig | None = None, frames: int | None = None,
-               max_new_tokens: int | None = None) -> Iterator[str | Answer]:
-        """Yields the answer text as it is generated (str deltas), then the final Answer."""
+    def prepare(self, video: str | Path | Clip, question: str, history: list[tuple[str, str]] | None,
+                cfg: PruneConfig, frames: int | None, max_new: int) -> Request:
+        """Everything before the LLM for one question: frames, encoding, pruning before the LLM, prompt ids."""
         t_start = time.perf_counter()
         if not question or not question.strip():
             raise InputError("the question is empty")
-        cfg = PruneConfig(**asdict(prune or self.prune)).validate(self.dims.n_layers)
-        max_new = self.max_new_tokens if max_new_tokens is None else max_new_tokens
-        if max_new < 1:
-            raise InputError(f"max_new_tokens must be >= 1, got {max_new}")
         frames = frames or self.frames
         if frames is not None and frames < 1:
             raise InputError(f"frames must be >= 1, got {frames}")
@@ -230,9 +237,10 @@ class VideoQA:
         if cfg.method != "none" and cfg.r == "auto":
             from .pruning.adaptive import decide, free_memory_bytes
 
-            duration = video.info.duration_s if isinstance(video, Clip) else probe_video(video).duration_s
             if isinstance(video, Clip):
-                frames = len(video.frames)
+                duration, frames = video.info.duration_s, len(video.frames)
+            else:
+                duration = probe_video(video).duration_s
             decision = decide(duration, self.dims, text_tokens, free_memory_bytes(self.device),
                               k=cfg.layer or 0, frames=frames)
             frames, r = decision.frames, decision.r
@@ -243,67 +251,134 @@ class VideoQA:
         t0 = time.perf_counter()
         enc, cached = self.encode(clip.frames)
         t_encode = 0.0 if cached else time.perf_counter() - t0
-        n_vis = enc.layout.n_tokens
         kept_idx, scores, details = self.select_before_llm(enc, cfg, r) if cfg.layer == 0 else (None, None, {})
         visual = enc.features.flatten(0, 1)
         if kept_idx is not None:
             visual = visual[torch.as_tensor(kept_idx, device=visual.device)]
-        ids = self.tokenize(prompt, len(visual))
-        if ids.shape[1] + max_new > self.dims.context:
+        ids = self.tokenize(prompt, len(visual))[0]
+        if len(ids) + max_new > self.dims.context:
             raise InputError(
-                f"the prompt needs {ids.shape[1]} tokens ({len(visual)} visual) + {max_new} new tokens, more than "
+                f"the prompt needs {len(ids)} tokens ({len(visual)} visual) + {max_new} new tokens, more than "
                 f"the model's context of {self.dims.context}; shorten the question or history, or use fewer frames"
             )
+        return Request(question=question, clip=clip, enc=enc, encode_cached=cached, ids=ids, visual=visual,
+                       cfg=cfg, r=r, decision=decision, kept=kept_idx, scores=scores, details=details,
+                       max_new=max_new, t_start=t_start, t_sample=t_sample, t_encode=t_encode)
 
+    def generate(self, requests: list[Request]) -> Iterator[tuple[int, str] | list[Answer]]:
+        """Prefill the requests as one left-padded batch and decode greedily.
+
+        Yields (sample index, text delta) as text is produced, then the list of Answers.
+        """
+        cfg = requests[0].cfg
+        if any(req.cfg != cfg for req in requests):
+            raise InputError("a batch must use one pruning configuration")
+        b, n = len(requests), max(len(req.ids) for req in requests)
+        max_new = max(req.max_new for req in requests)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         t0 = time.perf_counter()
         with torch.inference_mode():
-            embeds, vis_mask = self.embed(ids, visual)
-            plan = engine.FastVPlan(cfg.k, r, cfg.rank_by) if cfg.method == "fastv" else None
-            state = engine.prefill(self.model, embeds, torch.ones_like(ids), vis_mask, plan)
+            embed = self.model.get_input_embeddings()
+            embeds = torch.zeros(b, n, embed.embedding_dim, dtype=self.dtype, device=self.device)
+            attention_mask = torch.zeros(b, n, dtype=torch.long, device=self.device)
+            vis_mask = torch.zeros(b, n, dtype=torch.bool, device=self.device)
+            for i, req in enumerate(requests):  # left padding: every prompt ends at the last position
+                e, v = self.embed(req.ids[None], req.visual)
+                embeds[i, n - len(req.ids):], vis_mask[i, n - len(req.ids):] = e[0], v[0]
+                attention_mask[i, n - len(req.ids):] = 1
+            plan = None
+            if cfg.method == "fastv":
+                plan = engine.FastVPlan(cfg.k, [req.r for req in requests], cfg.rank_by)
+            state = engine.prefill(self.model, embeds, attention_mask, vis_mask, plan)
         t_prefill = time.perf_counter() - t0
-
-        if plan is not None:
-            kept_idx = state.kept[0].tolist()
-            scores = state.scores[0].float().tolist()
-        elif kept_idx is None:
-            kept_idx = list(range(n_vis))
-        kept = KeptTokens(method=cfg.method, layer=cfg.layer, n_visual=n_vis, kept=kept_idx, layout=enc.layout,
-                          offset=state.visual_offsets[0], r=r, scores=scores, details=details)
 
         tok = self.processor.tokenizer
         eos = self.model.generation_config.eos_token_id
         eos = eos[0] if isinstance(eos, list) else eos
-        new_ids: list[int] = []
-        text = ""
+        new_ids: list[list[int]] = [[] for _ in requests]
+        texts = ["" for _ in requests]
+        done = [False] * b
         t0 = time.perf_counter()
-        for token in engine.decode_n_tokens(self.model, state, max_new, eos):
-            token_id = int(token[0])
-            if token_id == eos:
+        for tokens in engine.decode_n_tokens(self.model, state, max_new, eos):
+            for i, token in enumerate(tokens.tolist()):
+                if done[i]:
+                    continue
+                if token == eos or len(new_ids[i]) >= requests[i].max_new:
+                    done[i] = True
+                    continue
+                new_ids[i].append(token)
+                full = tok.decode(new_ids[i], skip_special_tokens=True)
+                # Hold back a trailing partial character (byte-level BPE) until it completes.
+                if not full.endswith("\ufffd") and full != texts[i]:
+                    yield i, full[len(texts[i]):] if full.startswith(texts[i]) else full
+                    texts[i] = full
+            if all(done):
                 break
-            new_ids.append(token_id)
-            full = tok.decode(new_ids, skip_special_tokens=True)
-            # Hold back a trailing partial character (byte-level BPE) until it completes.
-            if not full.endswith("\ufffd") and full != text:
-                yield full[len(text):] if full.startswith(text) else full
-                text = full
         t_generate = time.perf_counter() - t0
-        text = tok.decode(new_ids, skip_special_tokens=True).strip()
-
         peak, kind = _peak_memory(self.device)
-        stats = Stats(
-            frames=len(clip.frames), visual_tokens=n_vis, kept_visual_tokens=len(kept_idx),
-            prompt_tokens=ids.shape[1], new_tokens=len(new_ids), t_sample=t_sample, t_encode=t_encode,
-            t_prefill=t_prefill, t_rank=state.t_rank, t_generate=t_generate,
-            t_total=time.perf_counter() - t_start,
-            tokens_per_s=len(new_ids) / t_generate if t_generate > 0 else 0.0,
-            peak_memory_bytes=peak, peak_memory_kind=kind, cache_bytes=engine.cache_bytes(state.cache),
-            encode_cached=cached, device=str(self.device), dtype=str(self.dtype).removeprefix("torch."),
-        )
-        flops = estimate_flops(self.dims, ids.shape[1] - len(visual), n_vis, len(kept_idx), cfg.layer)
-        yield Answer(text=text, question=question, clip=clip, kept=kept, decision=decision, stats=stats,
-                     flops=flops, prune=cfg)
+        cache = engine.cache_bytes(state.cache)
+
+        answers = []
+        for i, req in enumerate(requests):
+            n_vis = req.enc.layout.n_tokens
+            if plan is not None:
+                kept_idx, scores = state.kept[i].tolist(), state.scores[i].float().tolist()
+            else:
+                kept_idx, scores = req.kept if req.kept is not None else list(range(n_vis)), req.scores
+            kept = KeptTokens(method=cfg.method, layer=cfg.layer, n_visual=n_vis, kept=kept_idx,
+                              layout=req.enc.layout, offset=state.visual_offsets[i] - (n - len(req.ids)), r=req.r,
+                              scores=scores, details=req.details)
+            stats = Stats(
+                frames=len(req.clip.frames), visual_tokens=n_vis, kept_visual_tokens=len(kept_idx),
+                prompt_tokens=len(req.ids), new_tokens=len(new_ids[i]), t_sample=req.t_sample,
+                t_encode=req.t_encode, t_prefill=t_prefill, t_rank=state.t_rank, t_generate=t_generate,
+                t_total=time.perf_counter() - req.t_start,
+                tokens_per_s=len(new_ids[i]) / t_generate if t_generate > 0 else 0.0,
+                peak_memory_bytes=peak, peak_memory_kind=kind, cache_bytes=cache // b,
+                encode_cached=req.encode_cached, device=str(self.device),
+                dtype=str(self.dtype).removeprefix("torch."),
+            )
+            flops = estimate_flops(self.dims, len(req.ids) - len(req.visual), n_vis, len(kept_idx), cfg.layer)
+            text = tok.decode(new_ids[i], skip_special_tokens=True).strip()
+            answers.append(Answer(text=text, question=req.question, clip=req.clip, kept=kept,
+                                  decision=req.decision, stats=stats, flops=flops, prune=cfg))
+        yield answers
+
+    # -- public API ---------------------------------------------------------------------------------
+
+    def _config(self, prune: PruneConfig | None, max_new_tokens: int | None) -> tuple[PruneConfig, int]:
+        cfg = PruneConfig(**asdict(prune or self.prune)).validate(self.dims.n_layers)
+        max_new = self.max_new_tokens if max_new_tokens is None else max_new_tokens
+        if max_new < 1:
+            raise InputError(f"max_new_tokens must be >= 1, got {max_new}")
+        return cfg, max_new
+
+    def ask(self, video: str | Path | Clip, question: str, history: list[tuple[str, str]] | None = None,
+            prune: PruneConfig | None = None, frames: int | None = None,
+            max_new_tokens: int | None = None) -> Answer:
+        """Answer one question about one video (history: earlier (question, answer) turns on it)."""
+        answer = None
+        for item in self.stream(video, question, history, prune, frames, max_new_tokens):
+            answer = item
+        return answer
+
+    def stream(self, video: str | Path | Clip, question: str, history: list[tuple[str, str]] | None = None,
+               prune: PruneConfig | None = None, frames: int | None = None,
+               max_new_tokens: int | None = None) -> Iterator[str | Answer]:
+        """Yields the answer text as it is generated (str deltas), then the final Answer."""
+        cfg, max_new = self._config(prune, max_new_tokens)
+        request = self.prepare(video, question, history, cfg, frames, max_new)
+        for event in self.generate([request]):
+            yield event[1] if isinstance(event, tuple) else event[0]
+
+    def ask_batch(self, items: list[tuple[str | Path | Clip, str]], prune: PruneConfig | None = None,
+                  frames: int | None = None, max_new_tokens: int | None = None) -> list[Answer]:
+        """Answer several (video, question) pairs in one left-padded batch; each sample is ranked and pruned
+        on its own, so every answer equals the one `ask` gives for it alone."""
+        cfg, max_new = self._config(prune, max_new_tokens)
+        requests = [self.prepare(v, q, None, cfg, frames, max_new) for v, q in items]
+        return list(self.generate(requests))[-1]
 
 
 def _lru_put(cache: OrderedDict, key, value) -> None:
