@@ -1,0 +1,148 @@
+"""Per-frame pictures of which visual tokens a pruning method kept.
+
+Each sampled frame is shown *as the model saw it*: resized on its shortest edge and center-cropped with the
+same operations as the Video-LLaVA video processor (torchvision resize on uint8, bicubic with antialias,
+then a center crop), so a highlighted patch is exactly the 14x14 (real model) or 8x8 (tiny) pixel square
+that became that token. Kept patches keep their colours, dropped ones are dimmed; the frame's CLS token has
+no place on the grid, so it is reported in the caption.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+import torchvision.transforms.v2.functional as tvF
+from PIL import Image, ImageDraw
+
+from .pruning.base import KeptTokens
+
+DIM = 0.28  # brightness of a dropped patch: dark enough to read at a glance, the content still visible
+MIN_DISPLAY = 256  # frames are upscaled (nearest) to at least this: 224 px -> 448, tiny 64 px -> 256
+
+
+def _field(d, key: str):
+    """Read `key` from a plain dict or from transformers' SizeDict (attributes, not a Mapping)."""
+    if isinstance(d, Mapping):
+        return d.get(key)
+    return getattr(d, key, None)
+
+
+def _resized_hw(height: int, width: int, size) -> tuple[int, int]:
+    """Output (h, w) of the processor's resize for `size` (shortest_edge, or an explicit height/width)."""
+    short = _field(size, "shortest_edge")
+    if short:
+        # transformers' get_resize_output_image_size(default_to_square=False): long edge truncated by int()
+        if width <= height:
+            return int(short * height / width), short
+        return short, int(short * width / height)
+    h, w = _field(size, "height"), _field(size, "width")
+    if h and w:
+        return int(h), int(w)
+    raise ValueError(f"size must have 'shortest_edge' or 'height' and 'width', got {size}")
+
+
+def model_view(
+    frames: np.ndarray, size, crop, resample: tvF.InterpolationMode = tvF.InterpolationMode.BICUBIC
+) -> np.ndarray:
+    """Frames (N, H, W, 3) uint8 -> the pixels the vision tower sees, (N, crop_h, crop_w, 3) uint8.
+
+    `size` and `crop` are the video processor's `size` and `crop_size` (dicts or SizeDicts).
+    """
+    if frames.ndim != 4 or frames.shape[-1] != 3:
+        raise ValueError(f"frames must be (N, H, W, 3), got shape {frames.shape}")
+    x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)  # N, 3, H, W uint8
+    new_hw = _resized_hw(x.shape[-2], x.shape[-1], size)
+    x = tvF.resize(x, list(new_hw), interpolation=resample, antialias=True)
+    ch, cw = int(_field(crop, "height")), int(_field(crop, "width"))
+    h, w = x.shape[-2:]
+    if ch > h or cw > w:  # the processor pads with zeros before cropping when the crop is larger
+        pad = [max(cw - w, 0) // 2, max(ch - h, 0) // 2, (max(cw - w, 0) + 1) // 2, (max(ch - h, 0) + 1) // 2]
+        x = tvF.pad(x, pad, fill=0)
+        h, w = x.shape[-2:]
+    top, left = int((h - ch) / 2.0), int((w - cw) / 2.0)
+    x = x[..., top : top + ch, left : left + cw]
+    return x.permute(0, 2, 3, 1).contiguous().numpy()
+
+
+def _cell_edges(n_pixels: int, grid: int) -> list[int]:
+    """Pixel boundaries of `grid` equal cells (exact when the crop is a multiple of the patch size)."""
+    return [round(i * n_pixels / grid) for i in range(grid + 1)]
+
+
+def _score_colours(scores: np.ndarray) -> np.ndarray:
+    """Scores -> RGB uint8 through a perceptual colour map, normalised over all frames so they compare."""
+    from matplotlib import colormaps  # heavy import, only when scores are shown
+
+    lo, hi = float(np.nanmin(scores)), float(np.nanmax(scores))
+    norm = (scores - lo) / (hi - lo) if hi > lo else np.zeros_like(scores)
+    return (colormaps["inferno"](norm)[..., :3] * 255).astype(np.uint8)
+
+
+def render_heatmaps(
+    clip, kept: KeptTokens, size, crop, show_scores: bool = False
+) -> list[tuple[Image.Image, str]]:
+    """One (image, caption) per sampled frame of `clip`, showing the patches in `kept`.
+
+    `clip` is a videoqa.video.Clip (frames, timestamps); `kept.layout` says how the visual span maps to
+    frames and grid cells. With `show_scores` and `kept.scores`, patches are coloured by their ranking
+    score (kept ones outlined) instead of dimmed.
+    """
+    layout = kept.layout
+    frames = np.asarray(clip.frames)
+    if len(frames) != layout.n_frames:
+        raise ValueError(f"clip has {len(frames)} frames but the visual layout has {layout.n_frames}")
+    view = model_view(frames, size, crop)
+    g = layout.grid
+    height, width = view.shape[1:3]
+    rows, cols = _cell_edges(height, g), _cell_edges(width, g)
+
+    masks = kept.frame_masks()
+    kept_grid = np.zeros((layout.n_frames, g, g), dtype=bool)
+    for f, m in enumerate(masks):
+        for r, c in m["patches"]:
+            kept_grid[f, r, c] = True
+
+    colours = None
+    if show_scores and kept.scores is not None:
+        scores = np.asarray(kept.scores, dtype=np.float64)
+        if len(scores) != layout.n_tokens:
+            raise ValueError(f"{len(scores)} scores for {layout.n_tokens} visual tokens")
+        per_frame = scores.reshape(layout.n_frames, layout.tokens_per_frame)
+        patch_scores = per_frame[:, 1:] if layout.has_cls else per_frame
+        colours = _score_colours(patch_scores.reshape(layout.n_frames, g, g))
+
+    scale = max(1, math.ceil(MIN_DISPLAY / max(height, width)))
+    out = []
+    for f in range(layout.n_frames):
+        img = view[f].astype(np.float32)
+        shaded = img.copy()
+        for r in range(g):
+            for c in range(g):
+                cell = (slice(rows[r], rows[r + 1]), slice(cols[c], cols[c + 1]))
+                if colours is not None:
+                    shaded[cell] = 0.45 * img[cell] + 0.55 * colours[f, r, c]
+                elif not kept_grid[f, r, c]:
+                    shaded[cell] = img[cell] * DIM
+        pil = Image.fromarray(shaded.clip(0, 255).astype(np.uint8))
+        if scale > 1:
+            pil = pil.resize((width * scale, height * scale), Image.Resampling.NEAREST)
+        if colours is not None:  # outline kept patches so the selection stays visible over the colours
+            draw = ImageDraw.Draw(pil)
+            for r, c in zip(*np.nonzero(kept_grid[f]), strict=True):
+                draw.rectangle(
+                    [cols[c] * scale, rows[r] * scale, cols[c + 1] * scale - 1, rows[r + 1] * scale - 1],
+                    outline=(0, 255, 160),
+                )
+        out.append((pil, _caption(clip, f, int(kept_grid[f].sum()), g * g, masks[f]["cls_kept"], layout)))
+    return out
+
+
+def _caption(clip, f: int, n_kept: int, n_patches: int, cls_kept: bool, layout) -> str:
+    """Short enough to fit under a gallery thumbnail: '#3 · 1.25s · kept 40/256 · CLS'."""
+    timestamps = getattr(clip, "timestamps", None)
+    t = f" · {timestamps[f]:.2f}s" if timestamps is not None and f < len(timestamps) else ""
+    cls = (" · CLS" if cls_kept else " · no CLS") if layout.has_cls else ""
+    return f"#{f + 1}{t} · kept {n_kept}/{n_patches}{cls}"
