@@ -19,6 +19,7 @@ import json
 import resource
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -186,11 +187,28 @@ def peak_memory_worker(setup: Setup, method: str, r: float, k: int) -> dict:
         engine.prefill(model, *inputs, plan)
         peak = torch.cuda.max_memory_allocated() - base
     else:
-        with open("/proc/self/statm") as f:
-            base = int(f.read().split()[1]) * resource.getpagesize()
+        # The process high-water mark (ru_maxrss) is set by building the model, so sample the resident
+        # size while the prefill runs instead.
+        base = _rss_bytes()
+        samples, stop = [base], threading.Event()
+
+        def sample() -> None:
+            while not stop.is_set():
+                samples.append(_rss_bytes())
+                time.sleep(0.001)
+
+        thread = threading.Thread(target=sample, daemon=True)
+        thread.start()
         engine.prefill(model, *inputs, plan)
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
+        stop.set()
+        thread.join()
+        peak = max(samples) - base
     return {"method": method, "peak_mb": peak / 2**20}
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
 
 
 def measure_peaks(setup: Setup, methods: list[tuple[str, float]], k: int) -> dict[str, float]:

@@ -7,22 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
-from ..pruning.base import ModelDims
+from ..pruning.adaptive import video_llava_7b_dims
 from ..pruning.flops import estimate_flops
 
-# Video-LLaVA-7B (Vicuna-7B: d=4096, m=11008, T=32) as the papers ran it: 8 frames x 256 = 2048 visual tokens.
-# These describe the published experiments, not any model this code loads.
-PAPER_DIMS = ModelDims(
-    n_layers=32,
-    hidden=4096,
-    ffn=11008,
-    n_heads=32,
-    n_kv_heads=32,
-    head_dim=128,
-    context=4096,
-    tokens_per_frame=257,
-    grid=16,
-)
+# The papers ran Video-LLaVA-7B with 8 frames x 256 = 2048 visual tokens.
 PAPER_VISUAL = 2048
 # Text tokens of the papers' prompts are not published; 70 makes FastV's formula reproduce its own
 # published ratios (52.3% at K=2, 57.1% at K=5, R=50%) to 0.1 point.
@@ -41,7 +29,7 @@ class RefPoint:
 
     @property
     def flops_pct(self) -> float:
-        return 100 * estimate_flops(PAPER_DIMS, PAPER_TEXT, PAPER_VISUAL, self.kept, self.layer).ratio
+        return 100 * estimate_flops(video_llava_7b_dims(), PAPER_TEXT, PAPER_VISUAL, self.kept, self.layer).ratio
 
 
 def _refs() -> list[RefPoint]:
