@@ -269,9 +269,14 @@ def run_frames(args) -> str:
 
 
 def run_video(args) -> str:
+    import tempfile
+    from pathlib import Path
+
     from .video_bench import benchmark_backends, default_paths, format_table
 
-    return "Frame sampling backends:\n" + format_table(benchmark_backends(default_paths(), num_frames=8))
+    with tempfile.TemporaryDirectory(prefix="videoqa-bench-") as tmp:
+        rows = benchmark_backends(default_paths(Path(tmp)), num_frames=8, repeats=args.repeats)
+    return "Frame sampling backends (8 frames vs decoding every frame):\n" + format_table(rows)
 
 
 SUITES = {"llm": run_llm, "frames": run_frames, "video": run_video}
