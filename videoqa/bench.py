@@ -30,6 +30,8 @@ from .pruning import ModelDims, PruneConfig, keep_count
 from .pruning.flops import estimate_flops
 
 PRESETS = {
+    "tiny": dict(hidden_size=64, intermediate_size=172, num_hidden_layers=4, num_attention_heads=4,
+                 num_key_value_heads=4, max_position_embeddings=4096, vocab_size=256),  # smoke tests
     "mid": dict(hidden_size=1024, intermediate_size=2752, num_hidden_layers=8, num_attention_heads=16,
                 num_key_value_heads=16, max_position_embeddings=4096, vocab_size=1024),
     "7b": dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,

@@ -1,0 +1,28 @@
+"""`videoqa bench` runs end to end (on a tiny decoder) and its figures are consistent with each other."""
+
+from __future__ import annotations
+
+import re
+
+from videoqa.bench import Setup, method_rows
+from videoqa.cli import main
+from videoqa.pruning import keep_count
+
+
+def test_method_rows_are_consistent():
+    rows = method_rows(Setup(preset="tiny", frames=2), [("none", 0.0), ("fastv", 0.5), ("random", 0.75)],
+                       repeats=1, decode_tokens=2)
+    none, fastv, rand = rows
+    assert none["time_ratio"] == 1.0 and none["flops_ratio"] == 1.0
+    assert fastv["kept"] == keep_count(2 * 257, 0.5) and rand["kept"] == keep_count(2 * 257, 0.75)
+    # The pruned caches hold fewer tokens: layers >= K (FastV) or all layers (before-LLM pruning).
+    assert rand["cache_mb"] < fastv["cache_mb"] < none["cache_mb"]
+    assert 0 < rand["flops_ratio"] < fastv["flops_ratio"] < 1
+
+
+def test_bench_command_prints_tables(capsys):
+    assert main(["bench", "llm", "frames", "--preset", "tiny", "--repeats", "1", "--decode-tokens", "1"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"FastV K=2 R=0.5: measured prefill ratio [\d.]+ vs theoretical FLOPs ratio [\d.]+", out)
+    assert "peak MB" in out and "15 frames with FastV auto R" in out
+    assert out.count("| 15 |") == 5  # none, fastv 0.5, and auto for fastv, vispruner, random
