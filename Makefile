@@ -16,8 +16,8 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
-	$(VENV)/bin/videoqa ask samples/clips/demo.mp4 "Which direction is the shape moving?" --model demo
-	$(VENV)/bin/videoqa ask samples/clips/demo.mp4 "What colour is the shape?" --model demo --prune fastv --k 2 --r 0.5
+	$(VENV)/bin/videoqa ask samples/clips/orange_circle_right.mp4 "Which direction does the orange circle move?"
+	$(VENV)/bin/videoqa ask samples/clips/green_square_up.mp4 "What colour is the shape?" --prune fastv --k 2 --r 0.5
 
 test: setup
 	$(PY) -m pytest -q

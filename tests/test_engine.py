@@ -171,3 +171,20 @@ def test_prompt_without_visual_tokens_is_a_no_op(family_model):
 def test_out_of_range_settings_are_clear_errors(cfg, msg):
     with pytest.raises(InputError, match=msg):
         cfg.validate(n_layers=4)
+
+
+@torch.no_grad()
+def test_pruning_before_the_llm_with_original_positions_matches_masking(family_model):
+    """Dropping visual tokens before layer 0 but keeping their RoPE positions (`keep_positions`) is the
+    masked reference with K=0: the same logits as running everything and masking the dropped keys."""
+    model, _ = family_model
+    embeds, am, vis = make_inputs(model, seed=5)
+    n_vis = VIS.stop - VIS.start
+    kept = torch.tensor(sorted(torch.randperm(n_vis, generator=torch.Generator().manual_seed(0))[:12].tolist()))
+    keep = ~vis[0]
+    keep[VIS.start + kept] = True
+    pruned = embeds[:, keep]
+    positions = torch.arange(N)[keep][None]
+    out = engine.prefill(model, pruned, torch.ones_like(positions), vis[:, keep], None, positions)
+    ref = masked_reference(model, embeds, 0, kept, vis)
+    assert torch.allclose(out.logits, ref, atol=1e-4), (out.logits - ref).abs().max()

@@ -129,3 +129,17 @@ def test_batch_of_two_equals_each_alone(tiny_qa, clip_path, tmp_path, method):
         assert b.kept.kept == alone.kept.kept
         assert b.kept.offset == alone.kept.offset
     assert batch[0].stats.prompt_tokens != batch[1].stats.prompt_tokens  # the batch really was padded
+
+
+def test_keep_positions_gives_kept_tokens_their_unpruned_positions(tiny_qa, clip_path):
+    cfg = PruneConfig(method="random", r=0.5, keep_positions=True)
+    full = tiny_qa.prepare(clip_path, "What is it?", None, PruneConfig(method="none"), None, 4)
+    req = tiny_qa.prepare(clip_path, "What is it?", None, cfg, None, 4)
+    vis = req.ids == tiny_qa.model.config.video_token_id
+    pos = tiny_qa.positions(req, vis)
+    full_vis = (full.ids == tiny_qa.model.config.video_token_id).nonzero().squeeze(-1)
+    assert pos[vis].tolist() == full_vis[torch.as_tensor(req.kept)].tolist()
+    assert pos[-1] == len(full.ids) - 1  # the text after the video sits where it did unpruned
+    contiguous = tiny_qa.positions(tiny_qa.prepare(clip_path, "What is it?", None, PruneConfig(method="random", r=0.5),
+                                                   None, 4), vis)
+    assert contiguous.tolist() == list(range(len(req.ids)))

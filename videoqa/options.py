@@ -31,10 +31,13 @@ def add_prune_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rank-by", default="last", choices=["last", "text"],
                    help="FastV ranking query: the last prompt token (official code) or all text tokens")
     g.add_argument("--seed", type=int, default=0, help="seed of random pruning")
+    g.add_argument("--keep-positions", action="store_true",
+                   help="vispruner/random: kept tokens keep their original RoPE positions (as FastV does)")
 
 
 def prune_from_args(args: argparse.Namespace) -> PruneConfig:
-    return PruneConfig(method=args.prune, k=args.k, r=args.r, rank_by=args.rank_by, seed=args.seed).validate()
+    return PruneConfig(method=args.prune, k=args.k, r=args.r, rank_by=args.rank_by, seed=args.seed,
+                       keep_positions=args.keep_positions).validate()
 
 
 def load_qa(args: argparse.Namespace):

@@ -283,14 +283,16 @@ class VideoQA:
             embeds = torch.zeros(b, n, embed.embedding_dim, dtype=self.dtype, device=self.device)
             attention_mask = torch.zeros(b, n, dtype=torch.long, device=self.device)
             vis_mask = torch.zeros(b, n, dtype=torch.bool, device=self.device)
+            position_ids = torch.zeros(b, n, dtype=torch.long, device=self.device)
             for i, req in enumerate(requests):  # left padding: every prompt ends at the last position
                 e, v = self.embed(req.ids[None], req.visual)
                 embeds[i, n - len(req.ids):], vis_mask[i, n - len(req.ids):] = e[0], v[0]
                 attention_mask[i, n - len(req.ids):] = 1
+                position_ids[i, n - len(req.ids):] = self.positions(req, v[0])
             plan = None
             if cfg.method == "fastv":
                 plan = engine.FastVPlan(cfg.k, [req.r for req in requests], cfg.rank_by)
-            state = engine.prefill(self.model, embeds, attention_mask, vis_mask, plan)
+            state = engine.prefill(self.model, embeds, attention_mask, vis_mask, plan, position_ids)
         t_prefill = time.perf_counter() - t0
 
         tok = self.processor.tokenizer
@@ -344,6 +346,20 @@ class VideoQA:
             answers.append(Answer(text=text, question=req.question, clip=req.clip, kept=kept,
                                   decision=req.decision, stats=stats, flops=flops, prune=cfg))
         yield answers
+
+    def positions(self, req: Request, vis_mask: Tensor) -> Tensor:
+        """RoPE positions of a prompt: contiguous, or, for tokens kept before the LLM with keep_positions,
+        the positions they would have had in the unpruned prompt."""
+        n = len(req.ids)
+        pos = torch.arange(n, device=self.device)
+        if req.kept is None or not req.cfg.keep_positions or not bool(vis_mask.any()):
+            return pos
+        start = int(vis_mask.nonzero()[0])
+        kept = torch.as_tensor(req.kept, device=self.device)
+        pos[vis_mask] = start + kept
+        after = torch.arange(n, device=self.device) > int(vis_mask.nonzero()[-1])
+        pos[after] += req.enc.layout.n_tokens - len(kept)
+        return pos
 
     # -- public API ---------------------------------------------------------------------------------
 

@@ -47,6 +47,8 @@ def configs(k: int) -> list[PruneConfig]:
     for method in METHODS:
         out += [PruneConfig(method=method, k=k, r=r) for r in RATIOS]
         out.append(PruneConfig(method=method, k=k, r="auto"))
+    for method in ("vispruner", "random"):  # the same selections, original RoPE positions kept
+        out += [PruneConfig(method=method, r=r, keep_positions=True) for r in RATIOS]
     return out
 
 
@@ -80,11 +82,13 @@ def run_accuracy_bench(args) -> str:
             return summarize_answer(qa.ask(video, question, prune=cfg).to_dict())
 
         name = cfg.method + (f"-k{cfg.k}" if cfg.method == "fastv" else "") + f"-r{cfg.r}"
+        name += "-pos" if cfg.keep_positions else ""
         config = {"dataset": "demo-heldout", "model": args.model, "prune": asdict(cfg), "frames": None}
         result = run_eval(ds, runs / name, lambda todo, fn=answer: local_records(todo, fn), ExactJudge(), config,
                           progress=False)
         result["dataset"] = "demo-heldout"  # not MSVD: keeps the published MSVD points off this plot
         result["run"] = name
+        result["method"] += "+pos" if cfg.keep_positions else ""
         results.append(result)
         rows.append((result, per_type_exact(root, runs / name / "predictions.jsonl")))
     png = plot_accuracy_vs_flops(results, runs / "accuracy_vs_flops.png")

@@ -59,6 +59,9 @@ class PruneConfig:
     rank_by: str = "last"
     seed: int = 0
     important_ratio: float = 0.5  # VisPruner: share of the budget given to [CLS]-important tokens
+    # Before-LLM methods: give each kept token its original RoPE position (gaps, as FastV does) instead
+    # of the contiguous positions of the official VisPruner code.
+    keep_positions: bool = False
 
     def validate(self, n_layers: int | None = None) -> PruneConfig:
         if self.method not in METHODS:
