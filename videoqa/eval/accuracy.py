@@ -88,7 +88,6 @@ def run_accuracy_bench(args) -> str:
                           progress=False)
         result["dataset"] = "demo-heldout"  # not MSVD: keeps the published MSVD points off this plot
         result["run"] = name
-        result["method"] += "+pos" if cfg.keep_positions else ""
         results.append(result)
         rows.append((result, per_type_exact(root, runs / name / "predictions.jsonl")))
     png = plot_accuracy_vs_flops(results, runs / "accuracy_vs_flops.png")

@@ -64,7 +64,7 @@ def summarize(ds: QADataset, predictions: dict[str, dict], judgments: dict, judg
         "dataset": ds.spec.name,
         "root": str(ds.root),
         "model": config.get("model"),
-        "method": prune.get("method"),
+        "method": (prune.get("method") or "") + ("+pos" if prune.get("keep_positions") else "") or None,
         "k": prune.get("k") if prune.get("method") == "fastv" else None,
         "r": 0.0 if prune.get("method") == "none" else prune.get("r"),
         "frames": config.get("frames"),
@@ -161,7 +161,8 @@ def format_result(r: dict, missing: list[str] | None = None) -> str:
 
 def default_out(args: argparse.Namespace) -> Path:
     k = f"-k{args.k}" if args.prune == "fastv" else ""
-    return Path("runs") / f"{args.dataset}-{args.prune}{k}-r{args.r}"
+    pos = "-pos" if getattr(args, "keep_positions", False) else ""
+    return Path("runs") / f"{args.dataset}-{args.prune}{k}-r{args.r}{pos}"
 
 
 def eval_main(args: argparse.Namespace) -> int:
