@@ -1,11 +1,22 @@
 """Train the demo Video-LLaVA (samples/demo-model) from scratch on synthetic clips (samples/synth.py).
 
-Command used for the shipped model (CPU, 2 cores shared with other jobs):
+Command for the shipped model (CPU, 1 thread; the 2 cores were shared with other jobs):
 
-    OMP_NUM_THREADS=2 python samples/train_demo.py --out samples/demo-model   # see TrainArgs defaults
+    OMP_NUM_THREADS=1 python samples/train_demo.py          # all settings are the TrainArgs defaults
 
-Measured runtime: see samples/demo-model/training.json (steps, seconds per step, held-out accuracy per
-question type); filled in at the end of the run.
+Measured: 2.6 min to render/encode/decode/preprocess the 6000 training clips, then 1.39 s/step (batch 16,
+1.34 M parameters, 520 visual tokens). The shipped weights are the best held-out checkpoint, step 1750
+after 40.6 min of training (~43 min in all); the run was stopped by hand at step 2175 to free the CPU
+(step 2000 had not beaten step 1750; a full 3000-step run takes ~72 min). Held-out accuracy (greedy, 196 clips, 588
+questions): overall 97.1%, colour 100%, direction 100%, shape 91.3% (circle/square confusions).
+samples/demo-model/training.json has the arguments and the evaluation history.
+
+Trials that chose these settings (same model): small shapes (radius 11-15% of the frame) and lr 2e-3
+plateaued at loss ~0.6 with colour ~40%, direction ~45% after 1000 steps; bigger shapes (18-24%, may
+be up to 20% cut off at the border so they can still travel 55-85% of the frame) learned colour at
+once, but with lr 2e-3 direction (48%) and shape (40%) hardly moved in 1000 steps; lr 5e-4 (warm-up 50) reached
+direction 97% at step 1000 and 99% overall at 1750. One thread beat two (OpenMP barriers stall when
+other jobs share the 2 cores: 1.5 s/step vs 3-7 s/step).
 
 Evaluate a saved model on the held-out split with greedy decoding (processor -> model.generate):
 
