@@ -87,14 +87,8 @@ def _fmt_bytes(n: int) -> str:
 
 
 def _decision_text(decision) -> str:
-    """Why R (and frames) were chosen automatically, from pruning.adaptive.Decision."""
-    if decision is None:
-        return ""
-    reason = getattr(decision, "reason", None)
-    if reason:
-        return str(reason)
-    d = decision.to_dict() if hasattr(decision, "to_dict") else vars(decision)
-    return ", ".join(f"{k}={v}" for k, v in d.items())
+    """Why R (and frames) were chosen automatically (pruning.adaptive.Decision.reason)."""
+    return "" if decision is None else decision.reason
 
 
 def format_stats(answer) -> str:

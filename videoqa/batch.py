@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .errors import InputError
+from .options import load_qa_from_kwargs, model_kwargs_from_args
 
 VIDEO_EXTS = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".gif", ".m4v", ".mpg", ".mpeg", ".wmv", ".flv")
 LIST_EXTS = (".txt", ".json", ".jsonl")
@@ -404,31 +405,6 @@ def qa_answer_fn(qa) -> AnswerFn:
         return summarize_answer(qa.ask(video, question).to_dict())
 
     return answer
-
-
-def model_kwargs_from_args(args: argparse.Namespace) -> dict:
-    """What `VideoQA.from_pretrained` needs, as plain data that can be shipped to Ray actors."""
-    from .options import prune_from_args
-
-    return {
-        "model": args.model,
-        "device": args.device,
-        "dtype": args.dtype,
-        "attn_implementation": args.attn,
-        "prune": asdict(prune_from_args(args)),
-        "frames": args.frames,
-        "max_new_tokens": args.max_new_tokens,
-    }
-
-
-def load_qa_from_kwargs(kwargs: dict):
-    from .pipeline import VideoQA
-    from .pruning import PruneConfig
-
-    kw = dict(kwargs)
-    kw["prune"] = PruneConfig(**kw["prune"]).validate()
-    model = kw.pop("model")
-    return VideoQA.from_pretrained(model, **kw)
 
 
 def make_produce(args: argparse.Namespace) -> Callable[[list[WorkItem]], Iterable[dict]]:

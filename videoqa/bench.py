@@ -64,11 +64,7 @@ def build_lm(setup: Setup):
 
 
 def dims_of(model, dtype: torch.dtype) -> ModelDims:
-    c = model.config
-    return ModelDims(n_layers=c.num_hidden_layers, hidden=c.hidden_size, ffn=c.intermediate_size,
-                     n_heads=c.num_attention_heads, n_kv_heads=c.num_key_value_heads,
-                     head_dim=c.hidden_size // c.num_attention_heads, context=c.max_position_embeddings,
-                     tokens_per_frame=TOKENS_PER_FRAME, grid=16, dtype_bytes=torch.finfo(dtype).bits // 8)
+    return ModelDims.from_text_config(model.config, grid=16, dtype_bytes=torch.finfo(dtype).bits // 8)
 
 
 def make_prompt(model, frames: int, n_keep: int | None = None, seed: int = 0):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 
 from .pruning import METHODS, PruneConfig
 
@@ -40,16 +41,27 @@ def prune_from_args(args: argparse.Namespace) -> PruneConfig:
                        keep_positions=args.keep_positions).validate()
 
 
-def load_qa(args: argparse.Namespace):
-    """Load the pipeline the options describe (model loaded once; pruning set as its default)."""
+def model_kwargs_from_args(args: argparse.Namespace) -> dict:
+    """What `VideoQA.from_pretrained` needs, as plain data (it is shipped to Ray actors and recorded)."""
+    return {
+        "model": args.model,
+        "device": args.device,
+        "dtype": args.dtype,
+        "attn_implementation": args.attn,
+        "prune": asdict(prune_from_args(args)),
+        "frames": args.frames,
+        "max_new_tokens": args.max_new_tokens,
+    }
+
+
+def load_qa_from_kwargs(kwargs: dict):
+    """Load the pipeline `model_kwargs_from_args` describes (model loaded once; pruning as its default)."""
     from .pipeline import VideoQA
 
-    return VideoQA.from_pretrained(
-        args.model,
-        device=args.device,
-        dtype=args.dtype,
-        attn_implementation=args.attn,
-        prune=prune_from_args(args),
-        frames=args.frames,
-        max_new_tokens=args.max_new_tokens,
-    )
+    kw = dict(kwargs)
+    kw["prune"] = PruneConfig(**kw["prune"]).validate()
+    return VideoQA.from_pretrained(kw.pop("model"), **kw)
+
+
+def load_qa(args: argparse.Namespace):
+    return load_qa_from_kwargs(model_kwargs_from_args(args))

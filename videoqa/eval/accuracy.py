@@ -35,10 +35,13 @@ def load_synth():
 
 
 def held_out_split(root: Path, n_clips: int, seed: int = 0) -> Path:
-    """Write (once) the held-out split in the MSVD layout under `root`."""
-    if not (root / "test_q.json").exists():
+    """Write the held-out split in the MSVD layout under `root`, unless the same split is already there."""
+    marker = root / "split.json"
+    wanted = {"clips": n_clips, "seed": seed}
+    if not (marker.exists() and json.loads(marker.read_text()) == wanted):
         synth = load_synth()
         synth.write_eval_split(root, synth.test_scenes(n_clips, seed), seed)
+        marker.write_text(json.dumps(wanted))
     return root
 
 

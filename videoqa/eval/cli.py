@@ -166,7 +166,8 @@ def default_out(args: argparse.Namespace) -> Path:
 
 
 def eval_main(args: argparse.Namespace) -> int:
-    from ..batch import make_produce, model_kwargs_from_args
+    from ..batch import make_produce
+    from ..options import model_kwargs_from_args
 
     ds = load_dataset(args.dataset, args.root, limit=args.limit, seed=args.subset_seed)
     judge = make_judge(

@@ -27,16 +27,19 @@ class ModelDims:
     @classmethod
     def from_config(cls, config, dtype_bytes: int = 2) -> ModelDims:
         """`config` is a VideoLlavaConfig (or anything with .text_config and .vision_config)."""
-        t, v = config.text_config, config.vision_config
-        head_dim = getattr(t, "head_dim", None) or t.hidden_size // t.num_attention_heads
-        grid = v.image_size // v.patch_size
+        v = config.vision_config
+        return cls.from_text_config(config.text_config, v.image_size // v.patch_size, dtype_bytes)
+
+    @classmethod
+    def from_text_config(cls, t, grid: int, dtype_bytes: int = 2) -> ModelDims:
+        """A decoder config (LlamaConfig, Qwen2Config, ...) with frames of grid x grid patches + CLS."""
         return cls(
             n_layers=t.num_hidden_layers,
             hidden=t.hidden_size,
             ffn=t.intermediate_size,
             n_heads=t.num_attention_heads,
             n_kv_heads=getattr(t, "num_key_value_heads", None) or t.num_attention_heads,
-            head_dim=head_dim,
+            head_dim=getattr(t, "head_dim", None) or t.hidden_size // t.num_attention_heads,
             context=t.max_position_embeddings,
             tokens_per_frame=grid * grid + 1,
             grid=grid,
