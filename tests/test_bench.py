@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from videoqa.bench import Setup, method_rows
+from videoqa.bench.llm import Setup, method_rows
 from videoqa.cli import main
 from videoqa.pruning import keep_count
 
