@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 from ..pruning import METHODS, PruneConfig
+
+if TYPE_CHECKING:
+    from ..batch.run import Produce
+    from ..pipeline import VideoQA
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
@@ -75,15 +80,15 @@ def model_spec_from_args(args: argparse.Namespace) -> dict:
     }
 
 
-def load_qa(args: argparse.Namespace):
+def load_qa(args: argparse.Namespace) -> VideoQA:
     """The model the options describe (loaded once; their pruning is its default)."""
     from ..pipeline import VideoQA
 
     return VideoQA.from_spec(model_spec_from_args(args))
 
 
-def engine_from_args(args: argparse.Namespace):
-    """The batch engine the options ask for (`videoqa.batch.run.Produce`); nothing is loaded yet."""
+def engine_from_args(args: argparse.Namespace) -> Produce:
+    """The batch engine the options ask for; nothing is loaded until it is given work."""
     spec = model_spec_from_args(args)
     if args.engine == "ray":
         from ..batch.ray_engine import RayOptions, ray_engine
