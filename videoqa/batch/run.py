@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .store import ResultsWriter, latest_by_key, read_records, rewrite_without
+from .lock import exclusive
+from .store import ResultsWriter, compact, latest_by_key, needs_compaction, prepare_out, read_records
 from .worklist import WorkItem
 
 AnswerFn = Callable[[str, str], dict]
@@ -105,25 +106,31 @@ def plan(items: list[WorkItem], done: dict[str, dict], retry_errors: bool) -> tu
 
 
 def run_batch(items: list[WorkItem], out: str | Path, produce: Produce, *, retry_errors: bool = False,
-              progress: bool = True) -> BatchSummary:
+              progress: bool = True, wait: bool = False) -> BatchSummary:
     """Run `produce` over the items not yet in `out` and append its records as they arrive.
 
     `produce(todo)` yields one record per item, in any order (e.g. `local_records`, `ray_records`).
+    The run holds `out`'s lock from reading what is done to writing the last record, so two runs never
+    do the same item or write the same file; another run holding it raises BusyError (or, with `wait`,
+    this run waits, then resumes from what that one wrote). The engine starts only once the lock is held.
     """
     out = Path(out)
-    done = latest_by_key(read_records(out))
-    todo, n_done, n_err = plan(items, done, retry_errors)
-    retried = {it.key for it in todo if it.key in done}
-    if retried:
-        rewrite_without(out, retried)
-    ok = errors = 0
-    t0 = time.perf_counter()
-    startup = 0.0
-    if todo:
-        records = produce(todo)  # engines start (load the model, join Ray) here, before the bar
-        startup = time.perf_counter() - t0
+    prepare_out(out)
+    with exclusive(out, wait=wait):
+        records = read_records(out)
+        done = latest_by_key(records)
+        todo, n_done, n_err = plan(items, done, retry_errors)
+        retried = {it.key for it in todo if it.key in done}
+        if needs_compaction(records, retried):
+            compact(out, records, retried)
+        ok = errors = 0
         t0 = time.perf_counter()
-        ok, errors = _write_all(records, out, len(todo), progress)
+        startup = 0.0
+        if todo:
+            produced = produce(todo)  # engines start (load the model, join Ray) here, before the bar
+            startup = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            ok, errors = _write_all(produced, out, len(todo), progress)
     return BatchSummary(out=str(out), total=len(items), already_done=n_done, skipped_errors=n_err, ran=ok + errors,
                         ok=ok, errors=errors, seconds=time.perf_counter() - t0, startup_s=startup)
 

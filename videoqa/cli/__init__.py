@@ -27,7 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return run_command(build_parser().parse_args(argv))
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run a parsed command: a VideoQAError becomes one line on stderr and exit 2."""
     _quiet_libraries()
     try:
         return int(args.func(args) or 0)

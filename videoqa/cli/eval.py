@@ -39,6 +39,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
         judge_cache=args.judge_cache,
         judge_workers=args.judge_workers,
         progress=not args.no_progress,
+        wait=args.wait,
     )
     print(format_result(result, [f"{it.question_id}:{it.video_name}" for it in ds.missing]))
     print(f"-> {out / 'results.json'}")

@@ -59,6 +59,9 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
                    help="Ray: seconds allowed to decode one clip before it is recorded as an error (default 600)")
     g.add_argument("--ray-address", default=None, help="Ray cluster address (default: $RAY_ADDRESS, else local)")
     g.add_argument("--retry-errors", action="store_true", help="re-run items whose earlier record is an error")
+    g.add_argument("--wait", action="store_true",
+                   help="if another run is writing the same results, wait for it and then resume "
+                        "(default: stop at once, naming that run)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 

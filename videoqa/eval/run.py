@@ -104,6 +104,7 @@ def run_eval(
     judge_cache: str | Path | None = None,
     judge_workers: int = 4,
     progress: bool = True,
+    wait: bool = False,
 ) -> dict:
     """Predict (resumable batch), judge (cached), and write results.json into the run folder `out`."""
     out = Path(out)
@@ -112,7 +113,8 @@ def run_eval(
         "".join(f"{it.question_id}\t{it.video_name}\n" for it in ds.missing), encoding="utf-8"
     )
     pred_path = out / "predictions.jsonl"
-    batch = run_batch(work_items(ds), pred_path, produce, retry_errors=retry_errors, progress=progress)
+    batch = run_batch(work_items(ds), pred_path, produce, retry_errors=retry_errors, progress=progress,
+                      wait=wait)
     predictions = latest_by_key(read_records(pred_path))
     answers = {it.question_id: it for it in ds.present}
     requests = [
