@@ -8,13 +8,21 @@ from pathlib import Path
 from ..eval.datasets import DATASETS, load_dataset
 from ..eval.judges import make_judge
 from ..eval.run import format_result, run_eval
-from .options import add_engine_options, add_model_options, add_prune_options, engine_from_args, model_spec_from_args
+from .options import (
+    add_engine_options,
+    add_model_options,
+    add_prune_options,
+    engine_from_args,
+    model_spec_from_args,
+    prune_from_args,
+)
 
 
 def default_out(args: argparse.Namespace) -> Path:
-    k = f"-k{args.k}" if args.prune == "fastv" else ""
-    pos = "-pos" if getattr(args, "keep_positions", False) else ""
-    return Path("runs") / f"{args.dataset}-{args.prune}{k}-r{args.r}{pos}"
+    prune = prune_from_args(args)
+    k = f"-k{prune.k}" if prune.method == "fastv" else ""
+    pos = "-pos" if prune.keep_positions else ""
+    return Path("runs") / f"{args.dataset}-{prune.method}{k}-r{prune.r}{pos}"
 
 
 def run_eval_command(args: argparse.Namespace) -> int:

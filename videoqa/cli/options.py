@@ -10,7 +10,8 @@ import argparse
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from ..pruning import METHODS, PruneConfig
+from ..errors import InputError
+from ..pruning import FIELDS_USED, METHODS, PruneConfig
 
 if TYPE_CHECKING:
     from ..batch.run import Produce
@@ -32,17 +33,21 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-new-tokens", type=int, default=64)
 
 
-def add_prune_options(p: argparse.ArgumentParser) -> None:
+def add_prune_options(p: argparse.ArgumentParser, initial_only: bool = False) -> None:
+    """The pruning options. An option the chosen method does not read is an error (it would be silently
+    ignored), except with `initial_only`, where they are the web page's first settings."""
     g = p.add_argument_group("pruning")
     g.add_argument("--prune", default="fastv", choices=METHODS, help="pruning method (default: fastv)")
-    g.add_argument("--k", type=int, default=2, help="FastV: prune after layer K-1 (default: 2)")
-    g.add_argument("--r", default="auto",
+    # None: not given (the PruneConfig default applies), so a given option the method ignores is caught.
+    g.add_argument("--k", type=int, default=None, help="FastV: prune after layer K-1 (default: 2)")
+    g.add_argument("--r", default=None,
                    help="fraction of visual tokens to drop, in [0, 1), or 'auto' (default: auto)")
-    g.add_argument("--rank-by", default="last", choices=["last", "text"],
-                   help="FastV ranking query: the last prompt token (official code) or all text tokens")
-    g.add_argument("--seed", type=int, default=0, help="seed of random pruning")
-    g.add_argument("--keep-positions", action="store_true",
+    g.add_argument("--rank-by", default=None, choices=["last", "text"],
+                   help="FastV ranking query: the last prompt token (official code; default) or all text tokens")
+    g.add_argument("--seed", type=int, default=None, help="seed of random pruning (default: 0)")
+    g.add_argument("--keep-positions", action="store_true", default=None,
                    help="vispruner/random: kept tokens keep their original RoPE positions (as FastV does)")
+    p.set_defaults(prune_initial_only=initial_only)
 
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
@@ -50,7 +55,7 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("engine")
     g.add_argument("--engine", default="local", choices=["local", "ray"],
                    help="local: one model in this process; ray: an actor pool on Ray (RAY_ADDRESS or a local Ray)")
-    g.add_argument("--batch-size", type=int, default=1,
+    g.add_argument("--batch-size", type=positive_int, default=1,
                    help="local: questions per left-padded batch (GPU throughput; same answers as 1)")
     g.add_argument("--actors", type=int, default=1, help="Ray: model replicas (one per actor; default 1)")
     g.add_argument("--gpus-per-actor", type=float, default=None,
@@ -65,9 +70,28 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
+
+
+PRUNE_FLAGS = {"k": "--k", "r": "--r", "rank_by": "--rank-by", "seed": "--seed", "keep_positions": "--keep-positions"}
+
+
 def prune_from_args(args: argparse.Namespace) -> PruneConfig:
-    return PruneConfig(method=args.prune, k=args.k, r=args.r, rank_by=args.rank_by, seed=args.seed,
-                       keep_positions=args.keep_positions).validate()
+    given = {f: getattr(args, f) for f in PRUNE_FLAGS if getattr(args, f) is not None}
+    ignored = [f for f in given if f not in FIELDS_USED[args.prune]]
+    if ignored and not getattr(args, "prune_initial_only", False):
+        shown = " ".join(PRUNE_FLAGS[f] + ("" if given[f] is True else f" {given[f]}") for f in ignored)
+        users = [m for m in METHODS if set(ignored) <= set(FIELDS_USED[m])]
+        hint = f"it applies to --prune {'/'.join(users)}" if users else "each applies to another method"
+        raise InputError(f"{shown}: not used by --prune {args.prune} ({hint}); drop it or change the method")
+    return PruneConfig(method=args.prune, **given).validate()
 
 
 def model_spec_from_args(args: argparse.Namespace) -> dict:

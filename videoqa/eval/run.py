@@ -39,6 +39,8 @@ def work_items(ds: QADataset) -> list[WorkItem]:
 
 def check_config(out: Path, config: dict) -> None:
     """Refuse to resume a run folder whose predictions were made with other model or pruning options."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out} is a file; --out of eval is a run folder")
     path = out / "config.json"
     if path.exists():
         old = json.loads(path.read_text())
@@ -49,7 +51,10 @@ def check_config(out: Path, config: dict) -> None:
                 "use another --out, or the same options to resume it"
             )
     else:
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"{out}: cannot create the run folder ({e.strerror})") from None
         path.write_text(json.dumps(config, indent=1))
 
 
