@@ -65,6 +65,17 @@ def test_results_file_must_be_a_file_path(capsys, tmp_path):
     assert f"{tmp_path / 'notes.txt'} is a file, not a folder" in err
 
 
+def test_eval_run_folder_must_be_a_folder(tmp_path):
+    from videoqa.errors import InputError
+    from videoqa.eval.run import check_config
+
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(InputError, match="notes.txt is a file; --out of eval is a run folder"):
+        check_config(tmp_path / "notes.txt", {})
+    with pytest.raises(InputError, match="notes.txt/run: cannot create the run folder"):
+        check_config(tmp_path / "notes.txt" / "run", {})
+
+
 def test_serve_on_a_taken_port_fails_before_loading_the_model(capsys):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
