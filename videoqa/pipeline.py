@@ -284,7 +284,10 @@ class VideoQA:
     def prefill(self, requests: list[Request], batch: Collated) -> engine.PrefillResult:
         """Run the prompts through the LLM; FastV ranks and prunes each sample inside it."""
         cfg = requests[0].cfg
-        plan = FastVPlan(cfg.k, [req.r for req in requests], cfg.rank_by) if cfg.method == "fastv" else None
+        plan = None
+        if cfg.method == "fastv":
+            plan = FastVPlan(cfg.k, [req.r for req in requests], cfg.rank_by, cfg.frame_floor,
+                             requests[0].enc.layout.tokens_per_frame)
         return engine.prefill(self.model, batch.embeds, batch.attention_mask, batch.visual_mask, plan,
                               batch.position_ids)
 

@@ -47,6 +47,9 @@ def add_prune_options(p: argparse.ArgumentParser, initial_only: bool = False) ->
     g.add_argument("--seed", type=int, default=None, help="seed of random pruning (default: 0)")
     g.add_argument("--keep-positions", action="store_true", default=None,
                    help="vispruner/random: kept tokens keep their original RoPE positions (as FastV does)")
+    g.add_argument("--frame-floor", type=float, default=None, metavar="SHARE",
+                   help="FastV: spread this share of the kept tokens evenly over the frames, the rest by score "
+                        "(default: 0, FastV's global top-k)")
     p.set_defaults(prune_initial_only=initial_only)
 
 
@@ -80,7 +83,8 @@ def positive_int(text: str) -> int:
     return n
 
 
-PRUNE_FLAGS = {"k": "--k", "r": "--r", "rank_by": "--rank-by", "seed": "--seed", "keep_positions": "--keep-positions"}
+PRUNE_FLAGS = {"k": "--k", "r": "--r", "rank_by": "--rank-by", "seed": "--seed", "keep_positions": "--keep-positions",
+               "frame_floor": "--frame-floor"}
 
 
 def prune_from_args(args: argparse.Namespace) -> PruneConfig:

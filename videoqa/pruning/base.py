@@ -10,7 +10,7 @@ METHODS = ("none", "fastv", "vispruner", "random")
 # The PruneConfig fields each method reads; the others do not change its answers.
 FIELDS_USED = {
     "none": (),
-    "fastv": ("k", "r", "rank_by"),
+    "fastv": ("k", "r", "rank_by", "frame_floor"),
     "vispruner": ("r", "important_ratio", "keep_positions"),
     "random": ("r", "seed", "keep_positions"),
 }
@@ -74,6 +74,9 @@ class PruneConfig:
     # Before-LLM methods: give each kept token its original RoPE position (gaps, as FastV does) instead
     # of the contiguous positions of the official VisPruner code.
     keep_positions: bool = False
+    # FastV: this share of the kept tokens is spread evenly over the frames (each frame's best) before the
+    # rest go to the best scores anywhere; 0 = FastV's plain global top-k.
+    frame_floor: float = 0.0
 
     def validate(self, n_layers: int | None = None) -> PruneConfig:
         """A checked copy with a numeric `r` (or "auto"); raises InputError naming the first bad field.
@@ -91,6 +94,10 @@ class PruneConfig:
                                  f"so K must be in [1, {n_layers - 1}]")
         if self.rank_by not in ("last", "text"):
             raise InputError(f"rank_by must be 'last' or 'text', got {self.rank_by!r}")
+        if not isinstance(self.frame_floor, (int, float)) or not 0.0 <= self.frame_floor <= 1.0:
+            raise InputError(f"the frame floor must be a share in [0, 1], got {self.frame_floor!r}")
+        if self.frame_floor and self.method != "fastv":
+            raise InputError(f"the frame floor is part of FastV's ranking; {self.method} does not use it")
         if not 0.0 <= self.important_ratio <= 1.0:
             raise InputError(f"important_ratio must be in [0, 1], got {self.important_ratio}")
         return replace(self, r=r)

@@ -20,11 +20,16 @@ from .base import keep_count
 class FastVPlan:
     """Prune after layer `k - 1`: keep round(n_vis * (1 - r)) visual tokens of each sample.
 
-    `r` may be one ratio for the batch or one per sample (adaptive R differs with each clip's length)."""
+    `r` may be one ratio for the batch or one per sample (adaptive R differs with each clip's length).
+    `frame_floor` > 0 spreads that share of the kept tokens evenly over the frames (each frame's
+    best-scoring ones, `tokens_per_frame` tokens a frame) before the rest go to the best scores anywhere.
+    """
 
     k: int
     r: float | list[float]
     rank_by: str = "last"  # "last": last prompt token's row; "text": mean of the text rows after the video
+    frame_floor: float = 0.0
+    tokens_per_frame: int | None = None
 
 
 def _rotate_half(x: Tensor) -> Tensor:
@@ -89,8 +94,30 @@ def rank_visual_tokens(weights: Tensor, visual_mask: Tensor, plan: FastVPlan, ro
         w = weights[b][rows_valid[b]]  # text query rows that exist for this sample
         s = w.mean(0)[vis] if len(w) else torch.zeros(len(vis), device=weights.device)
         n_keep = keep_count(len(vis), plan.r[b] if isinstance(plan.r, list) else plan.r)
-        # Stable tie-break by index so identical inputs always keep the same tokens.
-        order = torch.sort(s, descending=True, stable=True).indices[:n_keep]
-        kept.append(order.sort().values)
+        kept.append(top_tokens(s, n_keep, plan.frame_floor, plan.tokens_per_frame))
         scores.append(s)
     return kept, scores
+
+
+def top_tokens(scores: Tensor, n_keep: int, frame_floor: float = 0.0, tokens_per_frame: int | None = None) -> Tensor:
+    """Sorted indices of the `n_keep` best scores; with a frame floor, each frame first gets
+    floor(frame_floor * n_keep / frames) of its own best, and the rest go to the best remaining anywhere.
+
+    FastV alone can leave a frame with no token at all (the ranking query favours some frames), which loses
+    a brief event seen only there; the floor guarantees every frame a share. Ties break by index (stable
+    sort), so identical inputs always keep the same tokens."""
+    n = len(scores)
+    per_frame = 0
+    if frame_floor > 0 and tokens_per_frame:
+        if n % tokens_per_frame:
+            raise ValueError(f"{n} visual tokens are not whole frames of {tokens_per_frame}")
+        per_frame = min(tokens_per_frame, int(frame_floor * n_keep / (n // tokens_per_frame)))
+    taken = torch.zeros(n, dtype=torch.bool, device=scores.device)
+    if per_frame:
+        by_frame = torch.sort(scores.view(-1, tokens_per_frame), dim=1, descending=True, stable=True).indices
+        starts = torch.arange(0, n, tokens_per_frame, device=scores.device)[:, None]
+        taken[(by_frame[:, :per_frame] + starts).flatten()] = True
+    order = torch.sort(scores, descending=True, stable=True).indices
+    rest = order[~taken[order]][: n_keep - int(taken.sum())]
+    taken[rest] = True
+    return taken.nonzero().squeeze(-1)
