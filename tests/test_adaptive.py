@@ -169,3 +169,44 @@ def test_main_prints_the_table(capsys):
     main()
     out = capsys.readouterr().out
     assert out.count("default") >= 3 and "context" in out and "memory" in out
+
+
+SMALL = ModelDims(n_layers=8, hidden=128, ffn=384, n_heads=4, n_kv_heads=4, head_dim=32, context=2048,
+                  tokens_per_frame=65, grid=8, dtype_bytes=4)  # the long-clip demo model's shape
+
+
+def _flops(dims: ModelDims, text: int, frames: int, kept: int, k: int | None) -> int:
+    """FastV §4.2 written out: K layers at the full length, the rest at the kept length."""
+    n, t = text + frames * dims.tokens_per_frame, dims.n_layers
+
+    def f(x: int) -> int:
+        return 4 * x * dims.hidden**2 + 2 * x * x * dims.hidden + 2 * x * dims.hidden * dims.ffn
+
+    return t * f(n) if k is None else k * f(n) + (t - k) * f(text + kept)
+
+
+def test_flops_cap_takes_fewer_frames_when_fastv_full_layers_would_exceed_it():
+    policy = AdaptivePolicy(seconds_per_frame=2.0, new_tokens=8)
+    cap = _flops(SMALL, TEXT, 8, 0, None)  # unpruned 8 frames
+    d = decide(60, SMALL, TEXT, AMPLE, k=2, policy=policy)
+    assert d.bound == "flops" and 8 < d.frames < 30 and "frames" in d.reason
+    assert _flops(SMALL, TEXT, d.frames, d.kept, 2) <= cap < _flops(SMALL, TEXT, d.frames, d.kept + 1, 2)
+    more = d.frames + 1  # one more frame would be over the cap even at r_max
+    assert _flops(SMALL, TEXT, more, keep_count(more * 65, policy.r_max), 2) > cap
+    # K=1 leaves one full-length layer: more frames fit; before the LLM (k=0) more still
+    frames = [decide(60, SMALL, TEXT, AMPLE, k=k, policy=policy).frames for k in (2, 1, 0)]
+    assert frames[0] < frames[1] < frames[2] == 30
+    # without the cap the context alone decides, and the FLOPs go over
+    free = decide(60, SMALL, TEXT, AMPLE, k=2, policy=replace(policy, max_flops_ratio=None))
+    assert free.frames == 30 and _flops(SMALL, TEXT, 30, free.kept, 2) > cap
+
+
+def test_flops_cap_never_cuts_frames_the_user_asked_for():
+    d = decide(60, SMALL, TEXT, AMPLE, k=2, frames=28, policy=AdaptivePolicy(new_tokens=8))
+    assert d.frames == 28 and d.bound == "flops" and d.r == pytest.approx(0.9, abs=1 / d.visual_tokens)
+
+
+def test_short_clips_keep_the_paper_default_on_the_small_model():
+    for duration in (4, 10, 16):
+        d = decide(duration, SMALL, TEXT, AMPLE, k=2, policy=AdaptivePolicy(new_tokens=8))
+        assert (d.frames, d.r, d.bound) == (8, 0.5, "default")

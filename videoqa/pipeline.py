@@ -27,6 +27,7 @@ from .answer import Answer, Stats
 from .errors import InputError
 from .model import LoadedModel, build_prompt, load_model
 from .pruning import KeptTokens, ModelDims, PruneConfig, VisualLayout, keep_count
+from .pruning.adaptive import AdaptivePolicy
 from .pruning.fastv import FastVPlan
 from .pruning.flops import estimate_flops
 from .video import Clip, probe_video, sample_frames
@@ -103,6 +104,8 @@ class VideoQA:
         self.prune = (prune or PruneConfig()).validate(self.dims.n_layers)
         self.frames = frames
         self.max_new_tokens = max_new_tokens
+        # The adaptive policy's constants; replace it to try others (the long-clip benchmark's sweep does).
+        self.policy = AdaptivePolicy()
         self.encode_count = 0  # vision-tower runs: follow-ups on a cached clip do not add to it
         self._encoded: OrderedDict[str, EncodedVideo] = OrderedDict()
         self._clips: OrderedDict[tuple, Clip] = OrderedDict()
@@ -218,7 +221,7 @@ class VideoQA:
             else:
                 duration = probe_video(video).duration_s
             decision = decide(duration, self.dims, text_tokens, free_memory_bytes(self.device),
-                              k=cfg.layer or 0, frames=frames)
+                              k=cfg.layer or 0, frames=frames, policy=self.policy)
             frames, r = decision.frames, decision.r
         else:
             r = 0.0 if cfg.method == "none" else float(cfg.r)

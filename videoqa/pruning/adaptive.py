@@ -5,6 +5,9 @@ frames decide the visual tokens, and R is the smallest ratio meeting both
 
 - a token budget that grows slower than the frame count (kept ∝ frames^γ with γ < 1: a longer clip
   is more redundant), anchored so that the training setting — 8 frames — gets the paper's R = 0.5;
+- a FLOPs cap: prefill FLOPs at most `max_flops_ratio` times those of base_frames unpruned. FastV's first
+  K layers see every token, so on a shallow model many frames cost more there alone than the cap allows:
+  then fewer frames are taken (never fewer than asked for explicitly);
 - the memory left on the device (weights are already resident): the KV cache (full length for layers
   < K, pruned after) plus a prefill-activation estimate must fit in the free memory minus a margin.
 
@@ -22,6 +25,7 @@ import torch
 
 from ..errors import InputError
 from .base import ModelDims
+from .flops import estimate_flops
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -48,6 +52,8 @@ class AdaptivePolicy:
     # that (FastV at 114 of 2048 tokens: TGIF 19.8 -> 10.6).
     r_min: float = 0.0
     r_max: float = 0.9
+    # Prefill FLOPs stay at or below this multiple of base_frames unpruned (None: no cap).
+    max_flops_ratio: float | None = 1.0
     new_tokens: int = 64  # room for the answer, in the context window and in the KV cache
     # Plan with 80% of the free memory, less a fixed reserve for allocator fragmentation, kernel
     # workspaces and the vision tower's run: the activation figure below is an estimate.
@@ -63,7 +69,7 @@ class Decision:
     visual_tokens: int
     r: float
     kept: int
-    bound: str  # 'default' | 'budget' | 'memory' | 'context' | 'r_max'
+    bound: str  # 'default' | 'budget' | 'flops' | 'memory' | 'context' | 'r_max'
     reason: str
     memory: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -159,6 +165,10 @@ def decide(
     policy = policy or AdaptivePolicy()
     warnings: list[str] = []
     n_frames, context_capped = _frames_in_context(duration_s, dims, text_tokens, frames, policy, warnings)
+    cap = flops_cap(dims, text_tokens, policy)
+    wanted = n_frames
+    if frames is None:
+        n_frames = _frames_in_flops(n_frames, dims, text_tokens, k, cap, policy)
     usable = _usable(free_bytes, policy)
     f, max_kept_mem = _frames_in_memory(n_frames, dims, text_tokens, k, usable, free_bytes, policy)
     memory_cut = f < n_frames
@@ -167,8 +177,9 @@ def decide(
                         f"using {f} frames ({usable / MiB:.0f} MiB usable of "
                         f"{free_bytes / MiB:.0f} MiB free)")
     n_vis = f * dims.tokens_per_frame
-    kept, bound, why = _kept_tokens(f, dims.tokens_per_frame, max_kept_mem, policy, memory_cut, context_capped,
-                                    n_frames)
+    limits = Limits(max_kept_mem, _max_kept_for_flops(dims, text_tokens, n_vis, k, cap), memory_cut,
+                    n_frames < wanted, context_capped, wanted)
+    kept, bound, why = _kept_tokens(f, dims.tokens_per_frame, limits, policy)
     r = 1.0 - kept / n_vis
 
     mem = memory_need(dims, text_tokens, n_vis, kept, k, policy.new_tokens)
@@ -219,27 +230,81 @@ def _frames_in_memory(n_frames: int, dims: ModelDims, text_tokens: int, k: int, 
                      f"{free_bytes / MiB:.0f} MiB free")
 
 
-def _kept_tokens(f: int, tpf: int, max_kept_mem: int, policy: AdaptivePolicy, memory_cut: bool,
-                 context_capped: bool, n_frames: int) -> tuple[int, str, str]:
+def flops_cap(dims: ModelDims, text_tokens: int, policy: AdaptivePolicy) -> float | None:
+    """The most prefill FLOPs allowed: max_flops_ratio x base_frames unpruned with the same prompt."""
+    if policy.max_flops_ratio is None:
+        return None
+    base = policy.base_frames * dims.tokens_per_frame
+    return policy.max_flops_ratio * estimate_flops(dims, text_tokens, base, base, None).full
+
+
+def _max_kept_for_flops(dims: ModelDims, text_tokens: int, n_visual: int, k: int, cap: float | None) -> int:
+    """The most visual tokens kept whose prefill FLOPs stay within `cap` (-1: not even none).
+
+    FLOPs grow with the kept count, so a bisection finds it exactly."""
+    def cost(kept: int) -> int:
+        return estimate_flops(dims, text_tokens, n_visual, kept, k).pruned
+
+    if cap is None or cost(n_visual) <= cap:
+        return n_visual
+    if cost(0) > cap:
+        return -1
+    lo, hi = 0, n_visual  # cost(lo) <= cap < cost(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if cost(mid) <= cap else (lo, mid)
+    return lo
+
+
+def _frames_in_flops(n_frames: int, dims: ModelDims, text_tokens: int, k: int, cap: float | None,
+                     policy: AdaptivePolicy) -> int:
+    """The most frames, up to n_frames, whose FLOPs fit the cap at R <= r_max (at least one)."""
+    for f in range(n_frames, 1, -1):
+        n_vis = f * dims.tokens_per_frame
+        if _max_kept_for_flops(dims, text_tokens, n_vis, k, cap) >= round(n_vis * (1.0 - policy.r_max)):
+            return f
+    return 1
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What bounds the kept count besides the token budget."""
+
+    max_kept_memory: int
+    max_kept_flops: int  # -1: over the FLOPs cap even with nothing kept
+    memory_cut: bool  # fewer frames than wanted: the memory
+    flops_cut: bool  # fewer frames than wanted: the FLOPs cap
+    context_capped: bool
+    frames_wanted: int  # after the context cap
+
+
+def _kept_tokens(f: int, tpf: int, limits: Limits, policy: AdaptivePolicy) -> tuple[int, str, str]:
     """(visual tokens to keep, the limit that bound it, why) for `f` frames of `tpf` tokens each.
 
-    The token budget is base_frames at base_r, growing as frames^budget_exponent; memory and r_min cap it,
-    r_max floors it."""
+    The token budget is base_frames at base_r, growing as frames^budget_exponent; the FLOPs cap, memory and
+    r_min cap it, r_max floors it."""
     n_vis = f * tpf
     growth = (f / policy.base_frames) ** policy.budget_exponent
     budget = policy.base_frames * tpf * (1.0 - policy.base_r) * growth
     max_kept_budget = min(n_vis, math.floor(budget + 1e-9))  # tolerance: 8 frames must give exactly base_r
     max_kept_rmin = round(n_vis * (1.0 - policy.r_min))
     min_kept = round(n_vis * (1.0 - policy.r_max))
-    kept = min(max_kept_budget, max_kept_mem, max_kept_rmin)
-    if kept < min_kept:  # only the budget can ask for this much: memory was checked above
+    others = min(max_kept_budget, max_kept_rmin)
+    kept = min(others, limits.max_kept_memory, limits.max_kept_flops)
+    if kept < min_kept:  # memory was checked above; the budget or the FLOPs cap asks for more than r_max
+        if limits.max_kept_flops < min(others, min_kept):
+            return min_kept, "flops", f"the FLOPs cap asks for more than R={policy.r_max}"
         return min_kept, "r_max", f"the token budget ({budget:.0f}) asks for more than R={policy.r_max}"
-    if memory_cut:
+    if limits.memory_cut:
         return kept, "memory", "memory does not fit more frames even at r_max"
-    if max_kept_mem < min(max_kept_budget, max_kept_rmin):
-        return kept, "memory", f"memory allows at most {max_kept_mem} visual tokens"
-    if context_capped:
-        return kept, "context", f"the context allows at most {n_frames} frames; token budget {budget:.0f}"
+    if limits.max_kept_memory < min(others, limits.max_kept_flops):
+        return kept, "memory", f"memory allows at most {limits.max_kept_memory} visual tokens"
+    if limits.flops_cut or limits.max_kept_flops < others:
+        cut = f"{f} of {limits.frames_wanted} frames and " if limits.flops_cut else ""
+        return kept, "flops", (f"{cut}{limits.max_kept_flops} visual tokens at most keep the prefill within "
+                               f"{policy.max_flops_ratio:g}x the FLOPs of {policy.base_frames} unpruned frames")
+    if limits.context_capped:
+        return kept, "context", f"the context allows at most {f} frames; token budget {budget:.0f}"
     if f == policy.base_frames and kept == max_kept_budget:
         return kept, "default", f"{f} frames as in training, the paper's R={policy.base_r}"
     return kept, "budget", f"token budget {budget:.0f} for {f} frames (∝ frames^{policy.budget_exponent})"
