@@ -47,18 +47,21 @@ def configs(k: int) -> list[PruneConfig]:
     return out
 
 
+def exact_hits(root: Path, predictions_path: Path) -> dict[str, bool]:
+    """question_id -> strict exact match (normalized answer == normalized prediction) for each predicted
+    question of the split at `root`; an error record counts as a miss."""
+    truth = {a["question_id"]: a["answer"] for a in json.loads((root / "test_a.json").read_text())}
+    return {key: normalize(rec.get("answer") or "") == normalize(truth[key])
+            for key, rec in latest_by_key(read_records(predictions_path)).items() if key in truth}
+
+
 def per_type_exact(root: Path, predictions_path: Path) -> dict[str, tuple[int, int]]:
     """Strict exact match (normalized answer == normalized prediction): question type -> (hits, total)."""
-    answers = json.loads((root / "test_a.json").read_text())
-    truth = {a["question_id"]: (a.get("type", "all"), a["answer"]) for a in answers}
+    types = {a["question_id"]: a.get("type", "all") for a in json.loads((root / "test_a.json").read_text())}
     counts: dict[str, tuple[int, int]] = {}
-    for rec in latest_by_key(read_records(predictions_path)).values():
-        if rec["key"] not in truth:
-            continue
-        qtype, answer = truth[rec["key"]]
-        hit = normalize(rec.get("answer") or "") == normalize(answer)
-        h, n = counts.get(qtype, (0, 0))
-        counts[qtype] = (h + hit, n + 1)
+    for key, hit in exact_hits(root, predictions_path).items():
+        h, n = counts.get(types[key], (0, 0))
+        counts[types[key]] = (h + hit, n + 1)
     return dict(sorted(counts.items()))
 
 

@@ -1,4 +1,4 @@
-"""`videoqa bench [llm] [frames] [video] [accuracy]`: what pruning buys, measured, next to the FLOPs formula.
+"""`videoqa bench [llm] [frames] [video] [accuracy] [long]`: what pruning buys, measured, next to the FLOPs formula.
 
 Each suite prints one markdown table; `--out` also writes them to a file.
 """
@@ -8,8 +8,9 @@ from __future__ import annotations
 import argparse
 
 from ..bench.llm import PRESETS, Setup
+from ..errors import InputError
 
-SUITES = ("llm", "frames", "video", "accuracy")
+SUITES = ("llm", "frames", "video", "accuracy", "long")
 
 
 def register(sub) -> None:
@@ -29,10 +30,18 @@ def register(sub) -> None:
     g = p.add_argument_group("video suite")
     g.add_argument("--videos", nargs="+", metavar="FILE",
                    help="clips to time (default: the shipped sample clips and two generated ones)")
-    g = p.add_argument_group("accuracy suite")
-    g.add_argument("--model", default="demo", help="model evaluated by the accuracy suite (default: demo)")
-    g.add_argument("--clips", type=int, default=100, help="held-out clips (3 questions each)")
-    g.add_argument("--runs-dir", default="runs/accuracy", help="run folders (resumable) and the plot")
+    g = p.add_argument_group("accuracy and long suites")
+    g.add_argument("--model", default=None,
+                   help="model evaluated (default: demo for accuracy, demo-long for long)")
+    g.add_argument("--clips", type=int, default=None,
+                   help="clips evaluated (default: accuracy 100 held-out clips, 3 questions each; long: the whole "
+                        "long-clip split, 120 clips of 4-5 questions)")
+    g.add_argument("--runs-dir", default=None,
+                   help="run folders (resumable) and plots (default: runs/accuracy, runs/long)")
+    g.add_argument("--split", default="test", choices=["test", "val"],
+                   help="long: the held-out split (default) or the validation split the policy was tuned on")
+    g.add_argument("--sweep", action="store_true",
+                   help="long: the adaptive policy's sweep on the validation split instead of the policy table")
     p.set_defaults(func=run)
 
 
@@ -62,6 +71,18 @@ def suite_text(suite: str, args: argparse.Namespace) -> str:
         from ..bench.video import run_video
 
         return run_video(args.videos, repeats=args.repeats)
+    if suite == "long":
+        from ..bench.long import run_long
+
+        if args.clips is not None and args.clips < 1:
+            raise InputError(f"--clips must be >= 1, got {args.clips}")
+        if args.sweep:
+            from ..bench.long_sweep import run_sweep
+
+            return run_sweep(args.model or "demo-long", args.runs_dir or "runs/long", args.clips, device=args.device)
+        return run_long(args.model or "demo-long", args.runs_dir or "runs/long", args.clips, device=args.device,
+                        split=args.split, k=args.k)
     from ..bench.accuracy import run_accuracy
 
-    return run_accuracy(args.model, args.runs_dir, args.clips, device=args.device, k=args.k)
+    return run_accuracy(args.model or "demo", args.runs_dir or "runs/accuracy",
+                        100 if args.clips is None else args.clips, device=args.device, k=args.k)

@@ -1,0 +1,83 @@
+"""`videoqa bench long --sweep`: the adaptive policy's constants, measured on the validation split.
+
+Each variant is adaptive FastV with one set of constants, run like a row of `videoqa bench long` (the same
+resumable run folders) on the validation split, so the held-out split is never looked at while tuning.
+The table shows, per variant, accuracy and prefill FLOPs per clip-length bucket against unpruned 8 frames,
+and whether it meets the goal: at least 10 points more right on clips > 30 s, at no more FLOPs than
+unpruned 8 frames, losing at most 1 point on clips <= 10 s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from ..pruning import PruneConfig
+from ..pruning.adaptive import AdaptivePolicy
+from .long import BUCKETS, MAX_NEW, SPLIT_CLIPS, Row, RowResult, evaluate_rows, long_split
+
+# (seconds per frame, budget exponent, r_max, K, frame floor): a grid around the frame rate that resolves
+# the split's events (24 frames see every event of a 60 s clip) and the FastV layers an 8-layer model allows.
+VARIANTS = [
+    (spf, 0.25, 0.9, k, 0.0) for spf in (1.5, 2.0, 3.0) for k in (1, 2)
+] + [
+    (2.0, gamma, 0.9, k, 0.0) for gamma in (0.0, 0.5) for k in (1, 2)
+] + [
+    (2.0, 0.25, 0.95, k, 0.0) for k in (1, 2)
+] + [
+    (2.0, 0.25, 0.9, k, floor) for floor in (0.25, 0.5, 1.0) for k in (1, 2)
+]
+
+
+def sweep_rows(variants: list[tuple] | None = None) -> list[Row]:
+    rows = [Row("8 frames, unpruned", PruneConfig(method="none"), 8),
+            Row("8 frames, FastV R=0.5", PruneConfig(method="fastv", k=2, r=0.5), 8)]
+    for spf, gamma, r_max, k, floor in variants or VARIANTS:
+        policy = replace(AdaptivePolicy(), seconds_per_frame=spf, budget_exponent=gamma, r_max=r_max)
+        rows.append(Row(f"s/frame {spf:g}, γ {gamma:g}, r_max {r_max:g}, K {k}, floor {floor:g}",
+                        PruneConfig(method="fastv", k=k, r="auto", frame_floor=floor), "auto", policy))
+    return rows
+
+
+def goal(r: RowResult, ref: RowResult) -> str:
+    """Whether a row meets the goal against the unpruned 8-frame reference, with the failing parts named."""
+    short, long_ = BUCKETS[0][0], BUCKETS[-1][0]
+    gain = 100 * (r.accuracy(long_) - ref.accuracy(long_))
+    loss = 100 * (ref.accuracy(short) - r.accuracy(short))
+    fails = [f"> 30 s +{gain:.1f} < 10"] if gain < 10 else []
+    fails += [f"≤ 10 s −{loss:.1f} > 1"] if loss > 1 else []
+    fails += ["FLOPs > 100 %"] if max(r.flops.values()) > 1.0 + 1e-9 else []
+    return "yes" if not fails else "no: " + ", ".join(fails)
+
+
+def format_sweep(results: list[RowResult]) -> str:
+    ref = results[0]
+    long_ = BUCKETS[-1][0]
+    head = ["policy", "frames", "kept tokens", "FLOPs % own dims (≤10 / 10–30 / >30 s)", "all",
+            *[b for b, _ in BUCKETS], "events > 30 s", "Δ > 30 s", "Δ ≤ 10 s", "goal"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        flops = " / ".join(f"{100 * r.flops[b]:.0f}" if b in r.flops else "–" for b, _ in BUCKETS)
+        accs = [r.accuracy(g) for g in ["all", *[b for b, _ in BUCKETS], f"event {long_}"]]
+        deltas = [100 * (r.accuracy(b) - ref.accuracy(b)) for b in (long_, BUCKETS[0][0])]
+        lines.append("| " + " | ".join([r.label, f"{r.frames:.1f}", f"{r.kept:.0f}", flops,
+                                        *[f"{100 * a:.1f}" if a is not None else "–" for a in accs],
+                                        *[f"{d:+.1f}" for d in deltas], goal(r, ref)]) + " |")
+    return "\n".join(lines)
+
+
+def run_sweep(model: str = "demo-long", runs_dir: str | Path = "runs/long", clips: int | None = None,
+              device: str | None = None, variants: list[tuple] | None = None) -> str:
+    """The sweep table on the first `clips` clips of the validation split."""
+    from ..pipeline import VideoQA
+
+    runs = Path(runs_dir)
+    clips = SPLIT_CLIPS if clips is None else clips
+    root = long_split(runs / "val-split", "val", clips)
+    qa = VideoQA.from_pretrained(model, device=device, max_new_tokens=MAX_NEW)
+    results = evaluate_rows(qa, root, runs / "val", sweep_rows(variants), model, "val")
+    n = results[0].groups["all"][1]
+    return (f"Policy sweep: adaptive FastV on {clips} clips of the validation split ({n} questions), {model}; "
+            f"greedy, strict exact match %; FLOPs: prefill, % of unpruned 8 frames on the same question "
+            f"(model's own dims). Goal: > 30 s at least +10 points over unpruned 8 frames, no bucket over 100 % "
+            f"FLOPs, ≤ 10 s at most 1 point lost.\n" + format_sweep(results))
