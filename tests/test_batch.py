@@ -201,11 +201,12 @@ def test_keys_carry_the_options_that_change_answers(tmp_path, monkeypatch):
         return item.key
 
     same = {key(), key(device="cuda"), key(model=str(tmp_path / "model")), key(prune={"seed": 7}),
-            key(prune={"keep_positions": True})}  # the device, the model's spelling and unread fields do not count
+            key(prune={"keep_positions": True}),
+            key(prune={"frame_floor": 0.0})}  # the device, the model's spelling, unread fields, a field's default
     assert len(same) == 1 and next(iter(same)).startswith("clips/a.mp4::q::")
     others = {key(prune={"r": 0.7}), key(prune={"k": 3}), key(max_new_tokens=4), key(frames=12), key(dtype="bfloat16"),
-              key(model="demo"), key(prune={"method": "random", "seed": 7})}
-    assert len(others) == 7 and not others & same
+              key(model="demo"), key(prune={"method": "random", "seed": 7}), key(prune={"frame_floor": 0.5})}
+    assert len(others) == 8 and not others & same
 
 
 def test_duplicates_left_by_an_older_run_are_compacted_on_resume(tmp_path):

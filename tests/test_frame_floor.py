@@ -98,7 +98,9 @@ def test_config_and_cli_refuse_a_bad_floor(capsys):
         PruneConfig(method="vispruner", frame_floor=0.5).validate()
     assert main(["ask", "clip.mp4", "q", "--frame-floor", "2"]) == 2
     err = capsys.readouterr().err
-    assert "frame floor" in err and "Traceback" not in err
+    assert "frame floor" in err and len(err.strip().splitlines()) == 1
+    assert main(["ask", "clip.mp4", "q", "--prune", "random", "--frame-floor", "0.5"]) == 2
+    assert "--frame-floor 0.5: not used by --prune random (it applies to --prune fastv)" in capsys.readouterr().err
 
 
 def test_pipeline_gives_every_frame_its_floor(tiny_qa):

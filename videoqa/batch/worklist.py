@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
@@ -58,12 +58,13 @@ def answer_options(spec: dict) -> dict:
     by its resolved path), dtype, attention kernel, the pruning fields the method reads, frames and the
     answer length. Not the device, batch size or engine (records are identical across them)."""
     from ..model import NAMED_MODELS
-    from ..pruning import FIELDS_USED
+    from ..pruning import FIELDS_USED, PruneConfig
 
     model = spec["model"]
     if model not in NAMED_MODELS and Path(model).expanduser().is_dir():
         model = Path(model).expanduser().resolve().as_posix()
-    prune = spec["prune"]
+    # A spec written before a field existed reads as that field's default.
+    prune = {**asdict(PruneConfig(method=spec["prune"]["method"])), **spec["prune"]}
     return {
         "model": model,
         "dtype": spec.get("dtype"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from ..bench.llm import PRESETS, Setup
-from ..errors import InputError
+from .options import positive_int
 
 SUITES = ("llm", "frames", "video", "accuracy", "long")
 
@@ -33,7 +33,7 @@ def register(sub) -> None:
     g = p.add_argument_group("accuracy and long suites")
     g.add_argument("--model", default=None,
                    help="model evaluated (default: demo for accuracy, demo-long for long)")
-    g.add_argument("--clips", type=int, default=None,
+    g.add_argument("--clips", type=positive_int, default=None,
                    help="clips evaluated (default: accuracy 100 held-out clips, 3 questions each; long: the whole "
                         "long-clip split, 120 clips of 4-5 questions)")
     g.add_argument("--runs-dir", default=None,
@@ -74,8 +74,6 @@ def suite_text(suite: str, args: argparse.Namespace) -> str:
     if suite == "long":
         from ..bench.long import run_long
 
-        if args.clips is not None and args.clips < 1:
-            raise InputError(f"--clips must be >= 1, got {args.clips}")
         if args.sweep:
             from ..bench.long_sweep import run_sweep
 
