@@ -79,7 +79,7 @@ def test_table_figures_are_recomputed_from_the_records(tiny_qa, long_split, tmp_
     table = format_table(results, synth_long.QUESTION_TYPES)
     lines = table.splitlines()
     assert len(lines) == 2 + len(ROWS) and all(line.count("|") == lines[0].count("|") for line in lines)
-    assert "| 8 frames, unpruned | 8.0 | 520 | 100 / – / 100 |" in table and "event first" in lines[0]
+    assert "| 8 frames, unpruned | 8.0 / – / 8.0 | 520 | 100 / – / 100 |" in table and "event first" in lines[0]
     assert plot(results, tmp_path / "long.png").stat().st_size > 1000
 
     again = evaluate_rows(tiny_qa, long_split, runs, ROWS, "tiny", "test")  # resumed: nothing re-run

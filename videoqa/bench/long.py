@@ -163,7 +163,7 @@ class RowResult:
 
     label: str
     groups: dict[str, tuple[int, int]]
-    frames: float
+    frames: dict[str, float]  # bucket (or "all") -> mean frames
     kept: float
     flops: dict[str, float]  # bucket (or "all") -> FLOPs / unpruned-8-frame FLOPs, the model's dims
     flops_7b: dict[str, float]  # the same at Video-LLaVA-7B's dims
@@ -204,7 +204,8 @@ def measure(label: str, preds: dict[str, dict], hits: dict[str, bool], info: dic
         return {g: sums[name, g, "cost"] / sums[name, g, "ref"] for (n, g, part) in sums if n == name and part == "ref"}
 
     return RowResult(label, {g: (h, n) for g, (h, n) in groups.items()},
-                     frames=_mean([rec["stats"]["frames"] for _, rec in ok]),
+                     frames={g: _mean([rec["stats"]["frames"] for qid, rec in ok if g in ("all", info[qid].bucket)])
+                             for g in ["all", *(b for b, _ in BUCKETS)]},
                      kept=_mean([rec["kept"]["n_kept"] for _, rec in ok]),
                      flops=ratios("own"), flops_7b=ratios("7b"),
                      prefill_s=_mean([rec["stats"]["t_prefill"] for _, rec in ok]),
@@ -219,19 +220,20 @@ def _pct(x: float | None) -> str:
     return "–" if x is None or x != x else f"{100 * x:.1f}"
 
 
-def _triple(ratios: dict[str, float]) -> str:
-    return " / ".join(f"{100 * ratios[b]:.0f}" if b in ratios else "–" for b, _ in BUCKETS)
+def _triple(values: dict[str, float], scale: float = 100, spec: str = ".0f") -> str:
+    return " / ".join(f"{scale * values[b]:{spec}}" if values.get(b, math.nan) == values.get(b, math.nan) else "–"
+                      for b, _ in BUCKETS)
 
 
 def format_table(results: list[RowResult], types: list[str]) -> str:
     """Markdown: one row per policy."""
     buckets = [b for b, _ in BUCKETS]
-    head = (["policy", "frames", "kept tokens", "FLOPs % own dims (≤10 / 10–30 / >30 s)",
+    head = (["policy", "frames (≤10 / 10–30 / >30 s)", "kept tokens", "FLOPs % own dims (≤10 / 10–30 / >30 s)",
              "FLOPs % 7B dims (≤10 / 10–30 / >30 s)", "prefill time %", "all"] + buckets
             + [f"event {t}" for t in THIRDS] + types)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
-        cells = [r.label + (f" ({r.errors} errors)" if r.errors else ""), f"{r.frames:.1f}", f"{r.kept:.0f}",
+        cells = [r.label + (f" ({r.errors} errors)" if r.errors else ""), _triple(r.frames, 1, ".1f"), f"{r.kept:.0f}",
                  _triple(r.flops), _triple(r.flops_7b), _pct(r.prefill_ratio)]
         cells += [_pct(r.accuracy(g)) for g in ["all", *buckets, *[f"event {t}" for t in THIRDS], *types]]
         lines.append("| " + " | ".join(cells) + " |")

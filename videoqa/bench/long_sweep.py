@@ -53,14 +53,15 @@ def goal(r: RowResult, ref: RowResult) -> str:
 def format_sweep(results: list[RowResult]) -> str:
     ref = results[0]
     long_ = BUCKETS[-1][0]
-    head = ["policy", "frames", "kept tokens", "FLOPs % own dims (≤10 / 10–30 / >30 s)", "all",
+    head = ["policy", "frames (≤10 / 10–30 / >30 s)", "kept tokens", "FLOPs % own dims (≤10 / 10–30 / >30 s)", "all",
             *[b for b, _ in BUCKETS], "events > 30 s", "Δ > 30 s", "Δ ≤ 10 s", "goal"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         flops = " / ".join(f"{100 * r.flops[b]:.0f}" if b in r.flops else "–" for b, _ in BUCKETS)
         accs = [r.accuracy(g) for g in ["all", *[b for b, _ in BUCKETS], f"event {long_}"]]
         deltas = [100 * (r.accuracy(b) - ref.accuracy(b)) for b in (long_, BUCKETS[0][0])]
-        lines.append("| " + " | ".join([r.label, f"{r.frames:.1f}", f"{r.kept:.0f}", flops,
+        frames = " / ".join(f"{r.frames[b]:.1f}" if r.frames[b] == r.frames[b] else "–" for b, _ in BUCKETS)
+        lines.append("| " + " | ".join([r.label, frames, f"{r.kept:.0f}", flops,
                                         *[f"{100 * a:.1f}" if a is not None else "–" for a in accs],
                                         *[f"{d:+.1f}" for d in deltas], goal(r, ref)]) + " |")
     return "\n".join(lines)
