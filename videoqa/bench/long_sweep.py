@@ -39,13 +39,19 @@ def sweep_rows(variants: list[tuple] | None = None) -> list[Row]:
     return rows
 
 
+def _delta(r: RowResult, ref: RowResult, bucket: str) -> float | None:
+    """Points gained over the reference in a bucket (None: no questions there)."""
+    a, b = r.accuracy(bucket), ref.accuracy(bucket)
+    return None if a is None or b is None else 100 * (a - b)
+
+
 def goal(r: RowResult, ref: RowResult) -> str:
     """Whether a row meets the goal against the unpruned 8-frame reference, with the failing parts named."""
-    short, long_ = BUCKETS[0][0], BUCKETS[-1][0]
-    gain = 100 * (r.accuracy(long_) - ref.accuracy(long_))
-    loss = 100 * (ref.accuracy(short) - r.accuracy(short))
-    fails = [f"> 30 s +{gain:.1f} < 10"] if gain < 10 else []
-    fails += [f"≤ 10 s −{loss:.1f} > 1"] if loss > 1 else []
+    gain, change = _delta(r, ref, BUCKETS[-1][0]), _delta(r, ref, BUCKETS[0][0])
+    if gain is None or change is None:
+        return "– (a bucket has no questions)"
+    fails = [f"> 30 s {gain:+.1f} < +10"] if gain < 10 else []
+    fails += [f"≤ 10 s {change:+.1f} < −1"] if change < -1 else []
     fails += ["FLOPs > 100 %"] if max(r.flops.values()) > 1.0 + 1e-9 else []
     return "yes" if not fails else "no: " + ", ".join(fails)
 
@@ -59,11 +65,11 @@ def format_sweep(results: list[RowResult]) -> str:
     for r in results:
         flops = " / ".join(f"{100 * r.flops[b]:.0f}" if b in r.flops else "–" for b, _ in BUCKETS)
         accs = [r.accuracy(g) for g in ["all", *[b for b, _ in BUCKETS], f"event {long_}"]]
-        deltas = [100 * (r.accuracy(b) - ref.accuracy(b)) for b in (long_, BUCKETS[0][0])]
+        deltas = [_delta(r, ref, b) for b in (long_, BUCKETS[0][0])]
         frames = " / ".join(f"{r.frames[b]:.1f}" if r.frames[b] == r.frames[b] else "–" for b, _ in BUCKETS)
         lines.append("| " + " | ".join([r.label, frames, f"{r.kept:.0f}", flops,
                                         *[f"{100 * a:.1f}" if a is not None else "–" for a in accs],
-                                        *[f"{d:+.1f}" for d in deltas], goal(r, ref)]) + " |")
+                                        *["–" if d is None else f"{d:+.1f}" for d in deltas], goal(r, ref)]) + " |")
     return "\n".join(lines)
 
 
