@@ -20,13 +20,14 @@ import gradio as gr
 
 from videoqa.errors import InputError, VideoQAError
 from videoqa.heatmap import render_heatmaps
+from videoqa.model import packaged_path
 from videoqa.pruning import METHODS, PruneConfig
 
 log = logging.getLogger(__name__)
 
 VIDEO_EXTENSIONS = (".mp4", ".avi", ".mkv", ".webm", ".mov", ".gif")
 BROWSER_PLAYABLE = (".mp4", ".webm")  # shown in the preview player; other formats are still answered
-DEFAULT_SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "clips"
+DEFAULT_SAMPLES = packaged_path("clips")
 MAX_FRAMES = 32
 
 CSS = """
