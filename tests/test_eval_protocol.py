@@ -256,3 +256,55 @@ def test_plot_keeps_judges_apart_and_labels_published_points():
     assert len(labels) == len(refs)
     assert {"FastV all", "FastV K=2 1024", "FastV K=5 1024", "VP: all", "VP: FastV K=2 455",
             "VP: VisPruner 114"} <= set(labels)
+
+
+def llava_v1_prompt(turns: list[tuple[str, str | None]]) -> str:
+    """Video-LLaVA's conv_llava_v1.get_prompt() (SeparatorStyle.TWO), transcribed: system, then each message
+    as 'ROLE: message' followed by sep (after USER) or sep2 (after ASSISTANT), the open turn as 'ROLE:'."""
+    system = ("A chat between a curious human and an artificial intelligence assistant. "
+              "The assistant gives helpful, detailed, and polite answers to the human's questions.")
+    seps = [" ", "</s>"]
+    messages = []
+    for i, (q, a) in enumerate(turns):
+        messages += [("USER", ("<image>" * 8 + "\n" if i == 0 else "") + q), ("ASSISTANT", a)]
+    ret = system + seps[0]
+    for i, (role, message) in enumerate(messages):
+        ret += role + ": " + message + seps[i % 2] if message else role + ":"
+    return ret
+
+
+def test_official_prompt_is_the_llava_v1_conversation():
+    from videoqa.model import build_prompt
+
+    def ours(question, history=None, template="official"):  # the 8 per-frame image slots are one <video> here
+        return build_prompt(question, history, template).replace("<video>", "<image>" * 8)
+
+    assert ours("what is {x}?") == llava_v1_prompt([("what is {x}?", None)])
+    assert ours("and then?", [("what is it?", "a cat.")]) == llava_v1_prompt([("what is it?", "a cat."),
+                                                                              ("and then?", None)])
+    assert build_prompt("q?", template="plain") == "USER: <video>\nq? ASSISTANT:"
+    with pytest.raises(InputError, match="unknown prompt template 'vicuna'"):
+        build_prompt("q?", template="vicuna")
+
+
+def test_eval_defaults_to_the_official_prompt_and_length_chat_keeps_plain():
+    from videoqa.cli import build_parser
+
+    parse = build_parser().parse_args
+    ev = parse(["eval", "--dataset", "msvd", "--root", "x"])
+    assert (ev.prompt, ev.max_new_tokens, ev.scoring) == ("official", 1024, "official")
+    assert (parse(["ask", "v.mp4", "q"]).prompt, parse(["ask", "v.mp4", "q"]).max_new_tokens) == ("plain", 64)
+    assert parse(["eval", "--dataset", "msvd", "--root", "x", "--prompt", "plain", "--scoring", "strict"]).prompt == \
+        "plain"
+
+
+@pytest.mark.parametrize("answered", [True, False])
+def test_eval_with_nothing_to_evaluate_exits_2_with_one_line(tmp_path, capsys, answered):
+    from videoqa.cli import main as cli_main
+
+    ds = _layout(tmp_path, "MSVD_Zero_Shot_QA", "videos", 3, answered=answered)  # no video files at all
+    assert cli_main(["eval", "--dataset", "msvd", "--root", str(ds), "--out", str(tmp_path / "run"),
+                     "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("videoqa: error: ")
+    assert ("none of the 3 videos was found" if answered else "has an entry in test_a.json") in err

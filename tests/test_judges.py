@@ -196,7 +196,9 @@ def test_eval_with_the_gpt_judge_records_the_model_and_never_writes_the_key(serv
     print(format_result(res))
     out = capsys.readouterr()
     assert "judge failures 1" in out.out and KEY not in out.out + out.err
-    for f in (tmp_path / "run").iterdir():
+    files = [f for f in (tmp_path / "run").rglob("*") if f.is_file()]
+    assert {f.relative_to(tmp_path / "run").as_posix() for f in files} >= {"audit.jsonl", "official/results.json"}
+    for f in files:
         assert KEY not in f.read_text(), f
 
 

@@ -45,6 +45,7 @@ class Answer:
     stats: Stats
     flops: FlopsEstimate
     prune: PruneConfig = field(default_factory=PruneConfig)
+    prompt: str = "plain"  # the prompt template (model.PROMPT_TEMPLATES)
 
     def to_dict(self) -> dict:
         return {
@@ -52,6 +53,7 @@ class Answer:
             "answer": self.text,
             "video": self.clip.to_dict(),
             "prune": asdict(self.prune),
+            "prompt": self.prompt,
             "kept": self.kept.to_dict(),
             "decision": None if self.decision is None else self.decision.to_dict(),
             "flops": self.flops.to_dict(),

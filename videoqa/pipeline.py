@@ -25,7 +25,7 @@ from torch import Tensor
 from . import engine
 from .answer import Answer, Stats
 from .errors import InputError
-from .model import LoadedModel, build_prompt, load_model
+from .model import PROMPT_TEMPLATES, LoadedModel, build_prompt, load_model
 from .pruning import KeptTokens, ModelDims, PruneConfig, VisualLayout, keep_count
 from .pruning.fastv import FastVPlan
 from .pruning.flops import estimate_flops
@@ -93,7 +93,7 @@ class VideoQA:
     """A loaded Video-LLaVA with pruning defaults and a small cache of encoded videos."""
 
     def __init__(self, loaded: LoadedModel, prune: PruneConfig | None = None, frames: int | None = None,
-                 max_new_tokens: int = 64):
+                 max_new_tokens: int = 64, prompt: str = "plain"):
         self.model = loaded.model
         self.processor = loaded.processor
         self.device = loaded.device
@@ -103,6 +103,9 @@ class VideoQA:
         self.prune = (prune or PruneConfig()).validate(self.dims.n_layers)
         self.frames = frames
         self.max_new_tokens = max_new_tokens
+        if prompt not in PROMPT_TEMPLATES:
+            raise InputError(f"unknown prompt template {prompt!r}; choose {' or '.join(PROMPT_TEMPLATES)}")
+        self.prompt = prompt  # the template's name, recorded with every answer
         self.encode_count = 0  # vision-tower runs: follow-ups on a cached clip do not add to it
         self._encoded: OrderedDict[str, EncodedVideo] = OrderedDict()
         self._clips: OrderedDict[tuple, Clip] = OrderedDict()
@@ -110,8 +113,8 @@ class VideoQA:
     @classmethod
     def from_pretrained(cls, model: str = "demo", device: str | None = None, dtype: str | None = None,
                         attn_implementation: str = "sdpa", prune: PruneConfig | None = None,
-                        frames: int | None = None, max_new_tokens: int = 64) -> VideoQA:
-        return cls(load_model(model, device, dtype, attn_implementation), prune, frames, max_new_tokens)
+                        frames: int | None = None, max_new_tokens: int = 64, prompt: str = "plain") -> VideoQA:
+        return cls(load_model(model, device, dtype, attn_implementation), prune, frames, max_new_tokens, prompt)
 
     @classmethod
     def from_spec(cls, spec: dict) -> VideoQA:
@@ -204,7 +207,7 @@ class VideoQA:
         frames = frames or self.frames
         if frames is not None and frames < 1:
             raise InputError(f"frames must be >= 1, got {frames}")
-        prompt = build_prompt(question.strip(), history)
+        prompt = build_prompt(question.strip(), history, self.prompt)
         text_tokens = len(self.tokenize(prompt, 0)[0]) + max_new
 
         decision = None
@@ -337,7 +340,8 @@ class VideoQA:
             flops = estimate_flops(self.dims, len(req.ids) - len(req.visual), n_vis, len(kept_idx), req.cfg.layer)
             text = self.processor.tokenizer.decode(new_ids[i], skip_special_tokens=True).strip()
             answers.append(Answer(text=text, question=req.question, clip=req.clip, kept=kept,
-                                  decision=req.decision, stats=stats, flops=flops, prune=req.cfg))
+                                  decision=req.decision, stats=stats, flops=flops, prune=req.cfg,
+                                  prompt=self.prompt))
         return answers
 
     def positions(self, req: Request, vis_mask: Tensor) -> Tensor:

@@ -55,7 +55,7 @@ def summarize_answer(answer: dict) -> dict:
     rec = {"answer": answer["answer"]}
     if isinstance(answer.get("kept"), dict):
         rec["kept"] = {k: v for k, v in answer["kept"].items() if k != "scores"}
-    for k in ("prune", "decision", "flops", "stats"):
+    for k in ("prune", "prompt", "decision", "flops", "stats"):
         if k in answer:
             rec[k] = answer[k]
     if isinstance(answer.get("video"), dict):  # which frames were sampled, not the whole probe

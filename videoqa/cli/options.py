@@ -29,7 +29,11 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="attention kernel for every layer (default: sdpa)")
     g.add_argument("--frames", type=int, default=None,
                    help="frames to sample (default: 8, or chosen from the video's length with --r auto)")
-    g.add_argument("--max-new-tokens", type=int, default=64)
+    g.add_argument("--max-new-tokens", type=int, default=64,
+                   help="answer length limit (default: 64; eval: 1024, as Video-LLaVA's evaluation)")
+    g.add_argument("--prompt", default="plain", choices=["plain", "official"],
+                   help="prompt template: plain = 'USER: <video>\\n{question} ASSISTANT:'; official = the same after "
+                        "the llava_v1 system preamble, as Video-LLaVA's evaluation (default: plain; eval: official)")
 
 
 def add_prune_options(p: argparse.ArgumentParser) -> None:
@@ -77,6 +81,7 @@ def model_spec_from_args(args: argparse.Namespace) -> dict:
         "prune": asdict(prune_from_args(args)),
         "frames": args.frames,
         "max_new_tokens": args.max_new_tokens,
+        "prompt": args.prompt,
     }
 
 
