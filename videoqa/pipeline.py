@@ -198,6 +198,20 @@ class VideoQA:
         embeds[vis_mask] = visual.to(embeds.dtype)
         return embeds, vis_mask
 
+    def plan(self, duration_s: float | None, prompt: str, cfg: PruneConfig, frames: int | None,
+             max_new: int) -> tuple[int, float, object | None]:
+        """(frames to sample, R, the adaptive decision or None) for one question about a clip of `duration_s`
+        seconds. With R=auto both come from the clip's length, the prompt and the memory free on this model's
+        device (so a caller can decode the clip itself, e.g. under a timeout, and pass the Clip)."""
+        if cfg.method != "none" and cfg.r == "auto":
+            from .pruning.adaptive import decide, free_memory_bytes
+
+            text_tokens = len(self.tokenize(prompt, 0)[0]) + max_new
+            decision = decide(duration_s, self.dims, text_tokens, free_memory_bytes(self.device),
+                              k=cfg.layer or 0, frames=frames)
+            return decision.frames, decision.r, decision
+        return frames or DEFAULT_FRAMES, 0.0 if cfg.method == "none" else float(cfg.r), None
+
     def prepare(self, video: str | Path | Clip, question: str, history: list[tuple[str, str]] | None,
                 cfg: PruneConfig, frames: int | None, max_new: int) -> Request:
         """Everything before the LLM for one question: frames, encoding, pruning before the LLM, prompt ids."""
@@ -208,22 +222,14 @@ class VideoQA:
         if frames is not None and frames < 1:
             raise InputError(f"frames must be >= 1, got {frames}")
         prompt = build_prompt(question.strip(), history, self.prompt)
-        text_tokens = len(self.tokenize(prompt, 0)[0]) + max_new
-
-        decision = None
+        duration = None
         if cfg.method != "none" and cfg.r == "auto":
-            from .pruning.adaptive import decide, free_memory_bytes
-
             if isinstance(video, Clip):
                 duration, frames = video.info.duration_s, len(video.frames)
             else:
                 duration = probe_video(video).duration_s
-            decision = decide(duration, self.dims, text_tokens, free_memory_bytes(self.device),
-                              k=cfg.layer or 0, frames=frames)
-            frames, r = decision.frames, decision.r
-        else:
-            r = 0.0 if cfg.method == "none" else float(cfg.r)
-        clip, t_sample = self.sample(video, frames or DEFAULT_FRAMES)
+        frames, r, decision = self.plan(duration, prompt, cfg, frames, max_new)
+        clip, t_sample = self.sample(video, frames)
 
         t0 = time.perf_counter()
         enc, cached = self.encode(clip.frames)
