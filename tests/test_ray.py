@@ -187,3 +187,42 @@ def test_layout_fits_two_actors_on_two_cpus_and_refuses_what_cannot_fit(cluster)
             _layout(RayOptions(actors=2, gpus_per_actor=0.5))
     finally:
         ray.shutdown()
+
+
+def test_actor_answers_a_batch_of_rows_in_one_left_padded_batch():
+    """--batch-size N with Ray: an actor given N decoded rows asks the model once (VideoQA.ask_batch); a
+    row the CPU stage could not decode is an error record and stays out of the batch."""
+    import pickle
+
+    import numpy as np
+
+    from videoqa.video import Clip
+
+    calls = []
+
+    class FakeAnswer:
+        def __init__(self, q):
+            self.q = q
+
+        def to_dict(self):
+            return {"answer": f"answer to {self.q}"}
+
+    class BatchQA:
+        def ask_batch(self, items):
+            calls.append([q for _, q in items])
+            return [FakeAnswer(q) for _, q in items]
+
+    actor = _QAActor.__new__(_QAActor)
+    actor.qa, actor.timeout_s, actor.load_s = BatchQA(), 60, 1.5
+    items = [WorkItem(key=f"k{i}", video=f"/clips/{i}.mp4", question=f"q{i}") for i in range(3)]
+    clip = pickle.dumps(Clip.__new__(Clip))
+    batch = {"item": np.array([json.dumps(it.__dict__) for it in items], dtype=object),
+             "clip": np.array([clip, b"", clip], dtype=object),
+             "error": np.array(["", "VideoError: /clips/1.mp4: not a video", ""], dtype=object),
+             "duration": np.array([None, None, None], dtype=object)}
+    recs = [json.loads(r) for r in actor(batch)["record"]]
+    assert calls == [["q0", "q2"]]
+    assert [(r["key"], r["answer"], r["error"]) for r in recs] == [
+        ("k0", "answer to q0", None), ("k1", None, "VideoError: /clips/1.mp4: not a video"),
+        ("k2", "answer to q2", None)]
+    assert recs[0]["_model_load_s"] == 1.5 and "_model_load_s" not in recs[1]  # the actor's first record only

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
-from ..errors import InputError
+from ..errors import InputError, VideoQAError
 from .local import call_with_timeout
 from .ray_connect import connect, resolve_address
 from .run import Produce, answer_one, base_record, summarize_answer
@@ -227,13 +227,18 @@ class RayRun:
         loads = []
         finished = False
         while not finished:
-            records, finished, error = ray.get(self._driver.take.remote())
+            try:
+                records, finished, error = ray.get(self._driver.take.remote())
+            except ray.exceptions.RayError as e:  # the driver actor or its node is gone
+                error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+                records, finished = [], True
             for rec in records:
                 if "_model_load_s" in rec:
                     loads.append(rec.pop("_model_load_s"))
                 yield rec
             if error:
-                raise RuntimeError(f"the Ray pipeline failed: {error}")
+                raise VideoQAError(f"the Ray run stopped: {error}; the records written so far are kept, "
+                                   "re-run the same command to resume")
         if loads:
             self.phases["model load"] = max(loads)  # the slowest actor; it overlaps with decoding
         self.phases["processing"] = time.perf_counter() - self._t0
