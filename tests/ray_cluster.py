@@ -52,7 +52,8 @@ class Cluster:
     def __init__(self, num_cpus: int = 2):
         self.port, self.client_port = free_port(), free_port()
         self.temp_dir = tempfile.mkdtemp(prefix="vqa-ray-", dir="/tmp")  # short: Ray's socket paths are limited
-        env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+        # A loaded CI machine can take more than Ray's 30 s to start a Ray Client connection's server.
+        env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": "180"}
         cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--node-ip-address", "127.0.0.1",
                "--port", str(self.port), "--ray-client-server-port", str(self.client_port),
                "--num-cpus", str(num_cpus), "--include-dashboard", "false", "--disable-usage-stats",

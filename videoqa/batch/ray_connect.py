@@ -74,10 +74,24 @@ def connect(address: str | None, num_cpus: int | None = None) -> tuple[str, floa
             raise InputError(f"{address} is a Ray Client address, which needs Ray's client extra: "
                              'pip install "ray[client]" (or "videoqa[ray]")') from None
     check_reachable(address)
+    # Ray Client starts a server process per connection on the head; on a busy head that start can fail
+    # once ("Initialization failure from server") and succeed when asked again.
+    attempts = 2 if address.startswith("ray://") else 1
+    for _ in range(attempts):
+        try:
+            ray.init(address=address, log_to_driver=False)
+            return f"Ray at {address}", time.perf_counter() - t0
+        except Exception as e:  # ConnectionError, AuthenticationError, RuntimeError, ...: all mean "not joined"
+            _forget_partial_connection(ray)
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    hint = "" if os.environ.get("RAY_AUTH_MODE", "").lower() == "token" else f"; {AUTH_HINT}"
+    raise InputError(f"cannot join Ray at {address}: {first}{hint}")
+
+
+def _forget_partial_connection(ray) -> None:
+    """A failed `ray.init` (a Ray Client one especially) can leave half a connection behind, which breaks
+    the next `ray.init` in this process."""
     try:
-        ray.init(address=address, log_to_driver=False)
-    except Exception as e:  # ConnectionError, AuthenticationError, RuntimeError, ...: all mean "not joined"
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        hint = "" if os.environ.get("RAY_AUTH_MODE", "").lower() == "token" else f"; {AUTH_HINT}"
-        raise InputError(f"cannot join Ray at {address}: {first}{hint}") from None
-    return f"Ray at {address}", time.perf_counter() - t0
+        ray.shutdown()
+    except Exception:
+        pass
