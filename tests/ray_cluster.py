@@ -61,7 +61,11 @@ class Cluster:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
         self.sid = proc.pid  # a new session's id is its leader's pid; the head's daemons stay in it
-        self.log = proc.communicate(timeout=180)[0]
+        try:
+            self.log = proc.communicate(timeout=300)[0]
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise RuntimeError("ray start did not finish in 300 s") from None
         if proc.returncode != 0:
             self.stop()
             raise RuntimeError(f"ray start failed:\n{self.log[-2000:]}")
