@@ -155,7 +155,10 @@ def test_actor_decodes_auto_frame_counts_under_the_timeout():
     class HangingQA:
         prompt, prune, frames, max_new_tokens = "plain", None, None, 6
 
-        def plan(self, duration_s, prompt, cfg, frames, max_new):
+        def text_tokens(self, prompt):
+            return 12
+
+        def plan(self, duration_s, n_text, cfg, frames, max_new):
             return 8, 0.5, None
 
         def sample(self, video, frames):

@@ -198,16 +198,20 @@ class VideoQA:
         embeds[vis_mask] = visual.to(embeds.dtype)
         return embeds, vis_mask
 
-    def plan(self, duration_s: float | None, prompt: str, cfg: PruneConfig, frames: int | None,
+    def text_tokens(self, prompt: str) -> int:
+        """Tokens of the prompt besides the visual ones. The video token is a special token, so the text
+        around it tokenizes the same for any count of it."""
+        return len(self.tokenize(prompt, 1)[0]) - 1
+
+    def plan(self, duration_s: float | None, n_text: int, cfg: PruneConfig, frames: int | None,
              max_new: int) -> tuple[int, float, object | None]:
-        """(frames to sample, R, the adaptive decision or None) for one question about a clip of `duration_s`
-        seconds. With R=auto both come from the clip's length, the prompt and the memory free on this model's
-        device (so a caller can decode the clip itself, e.g. under a timeout, and pass the Clip)."""
+        """(frames to sample, R, the adaptive decision or None) for one question with `n_text` prompt tokens
+        about a clip of `duration_s` seconds. With R=auto both come from the clip's length, the prompt and the
+        memory free on this model's device (so a caller can decode the clip itself, e.g. under a timeout)."""
         if cfg.method != "none" and cfg.r == "auto":
             from .pruning.adaptive import decide, free_memory_bytes
 
-            text_tokens = len(self.tokenize(prompt, 0)[0]) + max_new
-            decision = decide(duration_s, self.dims, text_tokens, free_memory_bytes(self.device),
+            decision = decide(duration_s, self.dims, n_text + max_new, free_memory_bytes(self.device),
                               k=cfg.layer or 0, frames=frames)
             return decision.frames, decision.r, decision
         return frames or DEFAULT_FRAMES, 0.0 if cfg.method == "none" else float(cfg.r), None
@@ -222,13 +226,16 @@ class VideoQA:
         if frames is not None and frames < 1:
             raise InputError(f"frames must be >= 1, got {frames}")
         prompt = build_prompt(question.strip(), history, self.prompt)
+        n_text = self.text_tokens(prompt)
         duration = None
         if cfg.method != "none" and cfg.r == "auto":
             if isinstance(video, Clip):
                 duration, frames = video.info.duration_s, len(video.frames)
             else:
                 duration = probe_video(video).duration_s
-        frames, r, decision = self.plan(duration, prompt, cfg, frames, max_new)
+        frames, r, decision = self.plan(duration, n_text, cfg, frames, max_new)
+        frames = len(video.frames) if isinstance(video, Clip) else frames
+        self.check_context(frames, n_text, cfg, r, max_new)
         clip, t_sample = self.sample(video, frames)
 
         t0 = time.perf_counter()
@@ -239,14 +246,34 @@ class VideoQA:
         if kept_idx is not None:
             visual = visual[torch.as_tensor(kept_idx, device=visual.device)]
         ids = self.tokenize(prompt, len(visual))[0]
-        if len(ids) + max_new > self.dims.context:
-            raise InputError(
-                f"the prompt needs {len(ids)} tokens ({len(visual)} visual) + {max_new} new tokens, more than "
-                f"the model's context of {self.dims.context}; shorten the question or history, or use fewer frames"
-            )
         return Request(question=question, clip=clip, enc=enc, encode_cached=cached, ids=ids, visual=visual,
                        cfg=cfg, r=r, decision=decision, kept=kept_idx, scores=scores, details=details,
                        max_new=max_new, t_start=t_start, t_sample=t_sample, t_encode=t_encode)
+
+    def check_context(self, frames: int, n_text: int, cfg: PruneConfig, r: float, max_new: int) -> None:
+        """Refuse a frame count whose prompt cannot fit the context window, before any frame is decoded.
+
+        Visual tokens count in full except when pruned before the LLM: FastV's first K layers see them all,
+        and with keep_positions the kept ones keep positions up to the unpruned length."""
+        room = self.dims.context - n_text - max_new
+
+        def visual(f: int) -> int:
+            n = f * self.dims.tokens_per_frame
+            return keep_count(n, r) if cfg.layer == 0 and not cfg.keep_positions else n
+
+        if visual(frames) <= room:
+            return
+        if room < visual(1):
+            raise InputError(f"the question and history need {n_text} tokens + {max_new} new tokens, which leaves "
+                             f"no room for a frame in the model's context of {self.dims.context}; shorten them")
+        most, over = 1, frames  # visual(most) fits, visual(over) does not
+        while over - most > 1:
+            mid = (most + over) // 2
+            most, over = (mid, over) if visual(mid) <= room else (most, mid)
+        n = frames * self.dims.tokens_per_frame
+        tokens = f"{n} visual tokens" if visual(frames) == n else f"{visual(frames)} visual tokens (of {n}, R={r:.2f})"
+        raise InputError(f"{frames} frames need {tokens} + {n_text} prompt and {max_new} answer tokens, more than "
+                         f"the model's context of {self.dims.context}; use at most {most} frames")
 
     def collate(self, requests: list[Request]) -> Collated:
         """One left-padded batch: every prompt ends at the last position, so each sample's next token is there."""
@@ -334,7 +361,8 @@ class VideoQA:
                               layout=req.enc.layout, offset=state.visual_offsets[i] - (n - len(req.ids)), r=req.r,
                               scores=scores, details=req.details)
             stats = Stats(
-                frames=len(req.clip.frames), visual_tokens=n_vis, kept_visual_tokens=len(kept_idx),
+                frames=len(req.clip.frames), distinct_frames=req.clip.distinct_frames, visual_tokens=n_vis,
+                kept_visual_tokens=len(kept_idx),
                 prompt_tokens=len(req.ids), new_tokens=len(new_ids[i]), t_sample=req.t_sample,
                 t_encode=req.t_encode, t_prefill=t_prefill, t_rank=state.t_rank, t_generate=t_generate,
                 t_total=time.perf_counter() - req.t_start,

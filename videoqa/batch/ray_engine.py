@@ -87,8 +87,8 @@ class _QAActor:
         from ..model import build_prompt
 
         qa = self.qa
-        prompt = build_prompt(item.question.strip(), None, qa.prompt)
-        frames = qa.plan(duration, prompt, qa.prune, qa.frames, qa.max_new_tokens)[0]
+        n_text = qa.text_tokens(build_prompt(item.question.strip(), None, qa.prompt))
+        frames = qa.plan(duration, n_text, qa.prune, qa.frames, qa.max_new_tokens)[0]
         call_with_timeout(lambda: qa.sample(item.video, frames), self.timeout_s)
         return item.video
 
