@@ -49,7 +49,19 @@ class Cluster:
     Token authentication is off (RAY_AUTH_MODE=disabled), as for a cluster on a trusted network. Not started
     with --block: Ray then ties each Ray Client connection's server to a thread that exits at once."""
 
-    def __init__(self, num_cpus: int = 2):
+    def __init__(self, num_cpus: int = 2, attempts: int = 2):
+        # Ray gives a new raylet 30 s to start (not configurable); a heavily loaded machine can miss that.
+        for attempt in range(attempts):
+            try:
+                self._start(num_cpus)
+                break
+            except RuntimeError:
+                if attempt == attempts - 1:
+                    raise
+        self.address = f"127.0.0.1:{self.port}"
+        self.client_address = f"ray://127.0.0.1:{self.client_port}"
+
+    def _start(self, num_cpus: int) -> None:
         self.port, self.client_port = free_port(), free_port()
         self.temp_dir = tempfile.mkdtemp(prefix="vqa-ray-", dir="/tmp")  # short: Ray's socket paths are limited
         # A loaded CI machine can take more than Ray's 30 s to start a Ray Client connection's server.
@@ -69,8 +81,6 @@ class Cluster:
         if proc.returncode != 0:
             self.stop()
             raise RuntimeError(f"ray start failed:\n{self.log[-2000:]}")
-        self.address = f"127.0.0.1:{self.port}"
-        self.client_address = f"ray://127.0.0.1:{self.client_port}"
 
     def pids(self, title: str = "") -> list[int]:
         return [p for p in session_pids(self.sid) if title in process_title(p)]
