@@ -155,7 +155,7 @@ def test_actor_decodes_auto_frame_counts_under_the_timeout():
     class HangingQA:
         prompt, prune, frames, max_new_tokens = "plain", None, None, 6
 
-        def text_tokens(self, prompt):
+        def text_tokens(self, question):
             return 12
 
         def plan(self, duration_s, n_text, cfg, frames, max_new):

@@ -84,10 +84,8 @@ class _QAActor:
 
         if len(clip):
             return pickle.loads(clip)
-        from ..model import build_prompt
-
         qa = self.qa
-        n_text = qa.text_tokens(build_prompt(item.question.strip(), None, qa.prompt))
+        n_text = qa.text_tokens(item.question.strip())
         frames = qa.plan(duration, n_text, qa.prune, qa.frames, qa.max_new_tokens)[0]
         call_with_timeout(lambda: qa.sample(item.video, frames), self.timeout_s)
         return item.video
