@@ -9,6 +9,7 @@ import torch
 from clipgen import write_clip
 
 from videoqa.errors import InputError
+from videoqa.prompt_tokens import prompt_ids
 from videoqa.pruning import PruneConfig
 
 NONE = PruneConfig(method="none")
@@ -60,3 +61,12 @@ def test_slot_count_must_equal_the_visual_features(tiny_qa, clip_path):
     extra = torch.cat([req.ids[:2], req.ids.new_tensor([tiny_qa.model.config.video_token_id]), req.ids[2:]])
     with pytest.raises(InputError, match="video-token slots"):
         tiny_qa.embed(extra[None], req.visual)
+
+
+def test_a_template_must_have_one_video_token(tiny_qa):
+    tok, video = tiny_qa.processor.tokenizer, tiny_qa.model.config.video_token_id
+    for template in ("USER: {q} ASSISTANT:", "USER: <video><video>\n{q} ASSISTANT:"):
+        with pytest.raises(InputError, match="needs exactly one"):
+            prompt_ids(tok, lambda q, h, t=template: t.format(q=q), "What?", None, video, 4)
+    ids = prompt_ids(tok, lambda q, h: f"USER: <video>\n{q} ASSISTANT:", "What <video>?", None, video, 4)
+    assert ids.count(video) == 4

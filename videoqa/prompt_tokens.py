@@ -32,7 +32,7 @@ def prompt_ids(tokenizer, render: Render, question: str, history: Sequence[tuple
     special = set(tokenizer.all_special_ids) | set(tokenizer.get_added_vocab().values())
     ids: list[int] = []
     for token, (start, end) in zip(enc["input_ids"], enc["offset_mapping"], strict=True):
-        if token in special and end > start and any(start < e and s < end for s, e in spans):
+        if token in special and _in_user_text(prompt, start, end, spans):
             plain = tokenizer(prompt[start:end], add_special_tokens=False, split_special_tokens=True)["input_ids"]
             if special.intersection(plain):
                 raise InputError(f"the text {prompt[start:end]!r} cannot be read as plain text by this tokenizer")
@@ -49,6 +49,14 @@ def expand_video_slot(ids: list[int], video_token_id: int, n_visual: int) -> lis
         raise InputError(f"the prompt template has {len(slots)} video tokens; it needs exactly one")
     at = slots[0]
     return ids[:at] + [video_token_id] * n_visual + ids[at + 1:]
+
+
+def _in_user_text(prompt: str, start: int, end: int, spans: list[tuple[int, int]]) -> bool:
+    """Whether the token at prompt[start:end] was written by the user. Its whitespace is left out: a template
+    token with lstrip/rstrip absorbs the spaces next to it, which may belong to the user's text."""
+    text = prompt[start:end]
+    start, end = start + len(text) - len(text.lstrip()), end - len(text) + len(text.rstrip())
+    return end > start and any(start < e and s < end for s, e in spans)
 
 
 def _marker(texts: list[str]) -> str:
