@@ -16,6 +16,7 @@ import torch
 from clipgen import write_clip
 
 from videoqa import engine
+from videoqa.answer import Answer
 from videoqa.errors import InputError, ModelLoadError, VideoError
 from videoqa.measure import device_clock
 from videoqa.model import NAMED_MODELS, LoadedModel, build_prompt, packaged_path, resolve_model
@@ -321,3 +322,15 @@ def test_two_threads_asking_at_once_get_the_sequential_answers(tiny_qa, clip_pat
     assert qa.encode_count == 2  # each clip once
     switches = sum(a != b for a, b in itertools.pairwise(readers))
     assert switches <= len(jobs) - 1
+
+
+def test_a_stream_may_be_advanced_from_different_threads(tiny_qa, clip_path):
+    """As Gradio does with a streaming handler: each step on whichever worker thread is free."""
+    qa = qa_sharing(tiny_qa)
+    stream = qa.stream(clip_path, "What is it?", prune=PruneConfig(method="none"))
+    with ThreadPoolExecutor(1) as first:
+        head = first.submit(next, stream).result()
+    with ThreadPoolExecutor(1) as second:
+        rest = second.submit(list, stream).result()
+    assert isinstance(rest[-1], Answer) and "".join([head, *rest[:-1]]).strip() == rest[-1].text
+    assert qa.ask(clip_path, "What is it?", prune=PruneConfig(method="none")).text == rest[-1].text  # released

@@ -93,7 +93,8 @@ class VideoQA:
     """A loaded Video-LLaVA with pruning defaults and a small cache of encoded videos.
 
     Safe to share between threads: `ask`, `stream` and `ask_batch` hold a lock for the whole call, so calls
-    from several threads run one after another (a `stream` holds it until it is exhausted or closed).
+    from several threads run one after another. A `stream` holds it until it is exhausted or closed, so do
+    not ask again from inside a loop over a stream.
 
     `free_memory(device)` (bytes a new allocation can use; adaptive R) and `clock()` (seconds; every timing,
     read after synchronising the device) can be replaced, e.g. to plan for a given memory size.
@@ -122,7 +123,9 @@ class VideoQA:
         self._clips: OrderedDict[tuple, Clip] = OrderedDict()
         self.free_memory = free_memory or free_memory_bytes
         self.clock = clock or device_clock(self.device)
-        self._lock = threading.RLock()
+        # A plain Lock, not an RLock: Gradio advances a streaming handler from whichever worker thread is free,
+        # so a stream may finish (and release) on another thread than the one it started on.
+        self._lock = threading.Lock()
 
     @classmethod
     def from_pretrained(cls, model: str = "demo", device: str | None = None, dtype: str | None = None,
