@@ -9,6 +9,7 @@ thread while the call runs.
 
 from __future__ import annotations
 
+import os
 import resource
 import threading
 import time
@@ -40,8 +41,6 @@ def rss_bytes() -> int:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * resource.getpagesize()
     except OSError:
-        import os
-
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return rss * (1 if os.uname().sysname == "Darwin" else 1024)
 
