@@ -275,12 +275,12 @@ def test_device_clock_synchronises_before_every_reading():
 
 def test_peak_memory_is_this_calls_not_the_process_lifetime(tiny_qa, clip_path):
     """A bigger earlier allocation (freed since) must not show up in a later answer's peak."""
-    big = np.ones(400 << 20, dtype=np.uint8)  # 400 MiB, touched: the process high-water mark rises
+    big = np.ones(256 << 20, dtype=np.uint8)  # 256 MiB, touched: the process high-water mark rises
     del big
     answer = tiny_qa.ask(clip_path, "What is it?", max_new_tokens=2)
     lifetime = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     assert answer.stats.peak_memory_kind == "cpu-rss-sampled"
-    assert 0 < answer.stats.peak_memory_bytes < lifetime - (200 << 20)
+    assert 0 < answer.stats.peak_memory_bytes < lifetime - (128 << 20)
 
 
 def test_clip_cache_keeps_the_recently_used(tiny_qa, clip_path):
@@ -299,7 +299,7 @@ def test_two_threads_asking_at_once_get_the_sequential_answers(tiny_qa, clip_pat
     other = write_clip(tmp_path / "other.mp4", n_frames=13, size=(80, 60))
     jobs = [(clip_path, "What is it?", PruneConfig(method="fastv", k=2, r=0.5)),
             (clip_path, "Which way does it move?", PruneConfig(method="vispruner", r=0.75)),
-            (other, "What colour is it?", PruneConfig(method="none"))] * 2
+            (other, "What colour is it?", PruneConfig(method="none"))]
     qa = qa_sharing(tiny_qa)
     expected = [(a.text, a.kept.kept) for a in (qa.ask(v, q, prune=c) for v, q, c in jobs)]
     readers: list[int] = []
