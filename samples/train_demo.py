@@ -1,34 +1,12 @@
-"""Train the demo Video-LLaVA (samples/demo-model) from scratch on synthetic clips (samples/synth.py).
+"""Train the demo Video-LLaVA (samples/demo-model) from scratch on synthetic clips (`videoqa.samples.synth`).
 
-Command for the shipped model (CPU, 1 thread; the 2 cores were shared with other jobs):
+    OMP_NUM_THREADS=1 python samples/train_demo.py       # the shipped run: every setting is a TrainArgs default
+    python samples/train_demo.py --eval-only --out samples/demo-model --eval-clips 200   # held-out accuracy
 
-    OMP_NUM_THREADS=1 python samples/train_demo.py          # all settings are the TrainArgs defaults
-
-Measured: 2.6 min to render/encode/decode/preprocess the 6000 training clips, then 1.39 s/step (batch 16,
-1.34 M parameters, 520 visual tokens). The shipped weights are the best held-out checkpoint, step 1750
-after 40.6 min of training (~43 min in all); the run was stopped by hand at step 2175 to free the CPU
-(step 2000 had not beaten step 1750; a full 3000-step run takes ~72 min). Held-out accuracy (greedy, 196 clips, 588
-questions): overall 97.1%, colour 100%, direction 100%, shape 91.3% (circle/square confusions).
-samples/demo-model/training.json has the arguments and the evaluation history.
-
-Trials that chose these settings (same model): small shapes (radius 11-15% of the frame) and lr 2e-3
-plateaued at loss ~0.6 with colour ~40%, direction ~45% after 1000 steps; bigger shapes (18-24%, may
-be up to 20% cut off at the border so they can still travel 55-85% of the frame) learned colour at
-once, but with lr 2e-3 direction (48%) and shape (40%) hardly moved in 1000 steps; lr 5e-4 (warm-up 50) reached
-direction 97% at step 1000 and 99% overall at 1750. One thread beat two (OpenMP barriers stall when
-other jobs share the 2 cores: 1.5 s/step vs 3-7 s/step).
-
-Evaluate a saved model on the held-out split with greedy decoding (processor -> model.generate):
-
-    python samples/train_demo.py --eval-only --out samples/demo-model --eval-clips 200
-
-How it trains: every clip is rendered, written to H.264 mp4 with PyAV and decoded back with the same
-8-frame linspace sampling as inference, then run once through the model's VideoLlavaProcessor; the
-pixel values are cached (float16) so the slow processor runs once per clip. A training sequence packs
-the clip's three questions (colour, shape, direction; random order and phrasing) as turns of one
-conversation, the first turn in exactly the checkpoint's prompt format
-`USER: <video>\\n{question} ASSISTANT: {answer}</s>`, later ones `USER: {question} ASSISTANT: {answer}</s>`.
-The loss covers only answer tokens and their </s>.
+Clips go through the same path as inference (H.264 mp4, the same 8-frame sampling, the model's own
+processor); each training sequence packs a clip's three questions as turns of one conversation in the
+checkpoint's prompt format, and the loss covers only the answers. How the shipped model was trained, and
+the trials that chose these settings, are in the README ("The demo model: how it was trained").
 """
 
 from __future__ import annotations
@@ -37,7 +15,6 @@ import argparse
 import json
 import math
 import shutil
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,11 +23,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from transformers import VideoLlavaForConditionalGeneration, VideoLlavaProcessor
+from videoqa.samples import synth
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import synth  # noqa: E402
-
-from videoqa.tiny import (  # noqa: E402
+from videoqa.tiny import (
     BASE_CORPUS,
     EOS_ID,
     PAD_ID,

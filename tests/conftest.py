@@ -12,7 +12,15 @@ from videoqa.tiny import TinySpec, make_tiny_model
 torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 
 REPO = Path(__file__).resolve().parents[1]
+SAMPLE_CLIPS = sorted((REPO / "samples" / "clips").glob("*.mp4"))
+# Real-world clips some checkouts have next to the repository. They only add test cases: every test also
+# runs on clips generated here or shipped in samples/.
 SHARED_MEDIA = REPO.parent / "shared" / "media"
+
+
+def shared_media(*names: str) -> list[Path]:
+    """The named files of ../shared/media that exist (none on a plain clone)."""
+    return [SHARED_MEDIA / n for n in names if (SHARED_MEDIA / n).is_file()]
 
 
 @pytest.fixture(scope="session")
@@ -28,10 +36,3 @@ def tiny_qa(tiny_model_dir):
 
     return VideoQA.from_pretrained(str(tiny_model_dir), prune=PruneConfig(method="fastv", k=2, r=0.5),
                                    max_new_tokens=8)
-
-
-@pytest.fixture(scope="session")
-def shared_media() -> Path:
-    if not SHARED_MEDIA.is_dir():
-        pytest.skip("../shared/media is not present")
-    return SHARED_MEDIA

@@ -58,7 +58,7 @@ def test_longer_video_more_frames_and_higher_r():
 
 
 def test_auto_r_keeps_a_long_clip_no_costlier_than_unpruned_eight_frames():
-    # The bench target, checked on FLOPs: 7B (K=2 of 32) and an 8-layer bench-size model.
+    # The benchmark's target, checked on FLOPs: 7B (K=2 of 32) and an 8-layer bench-size model.
     mid = ModelDims(
         n_layers=8,
         hidden=1024,

@@ -13,19 +13,11 @@ from pathlib import Path
 import pytest
 from clipgen import write_clip, write_text
 
-from videoqa.batch import (
-    ResultsWriter,
-    WorkItem,
-    _decode_row,
-    call_with_timeout,
-    collect_work,
-    fixed_frame_count,
-    latest_by_key,
-    local_records,
-    read_questions,
-    read_records,
-    run_batch,
-)
+from videoqa.batch.local import call_with_timeout, local_records
+from videoqa.batch.ray_engine import _decode_row, fixed_frame_count
+from videoqa.batch.run import run_batch
+from videoqa.batch.store import ResultsWriter, latest_by_key, read_records
+from videoqa.batch.worklist import WorkItem, collect_work, read_questions
 from videoqa.errors import InputError, VideoError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -215,34 +207,17 @@ def tiny_setup(tmp_path_factory):
     return model, clips
 
 
-def _batch_cmd(model: Path, clips: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "videoqa.cli",
-        "batch",
-        str(clips),
-        "--question",
-        "What is shown?",
-        "--out",
-        str(out),
-        "--model",
-        str(model),
-        "--prune",
-        "fastv",
-        "--k",
-        "2",
-        "--r",
-        "0.5",
-        "--max-new-tokens",
-        "4",
-        "--no-progress",
-        *extra,
-    ]
+def _batch_cmd(model: Path, clips: Path, out: Path, *, delay_s: float | None = None) -> list[str]:
+    """`videoqa batch` over `clips`; with `delay_s`, the same run paused after each record (tests/slow_batch.py)."""
+    args = [str(clips), "--question", "What is shown?", "--out", str(out), "--model", str(model),
+            "--prune", "fastv", "--k", "2", "--r", "0.5", "--max-new-tokens", "4", "--no-progress"]
+    if delay_s is None:
+        return [sys.executable, "-m", "videoqa.cli", "batch", *args]
+    return [sys.executable, str(REPO / "tests" / "slow_batch.py"), str(delay_s), *args]
 
 
 def test_kill_mid_run_then_resume_gives_the_uninterrupted_records(tiny_setup, tmp_path):
-    from videoqa.batch import qa_answer_fn
+    from videoqa.batch.local import qa_answer_fn
     from videoqa.pipeline import VideoQA
     from videoqa.pruning import PruneConfig
 
@@ -250,7 +225,7 @@ def test_kill_mid_run_then_resume_gives_the_uninterrupted_records(tiny_setup, tm
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
     out = tmp_path / "killed.jsonl"
     proc = subprocess.Popen(
-        _batch_cmd(model, clips, out, "--test-delay", "1.0"),
+        _batch_cmd(model, clips, out, delay_s=1.0),
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,

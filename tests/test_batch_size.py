@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from clipgen import write_clip, write_text
 
-from videoqa.batch import latest_by_key, read_records
+from videoqa.batch.store import latest_by_key, read_records
 from videoqa.cli import main
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from videoqa.bench import Setup, method_rows
+from conftest import SAMPLE_CLIPS
+
+from videoqa.bench.llm import Setup, method_rows
 from videoqa.cli import main
 from videoqa.pruning import keep_count
 
@@ -27,3 +29,11 @@ def test_bench_command_prints_tables(capsys):
     assert "peak MB" in out and "15 frames with FastV auto R" in out
     rows15 = [line for line in out.splitlines() if line.startswith("| 15 |")]
     assert len(rows15) == 5  # none, fastv 0.5, and auto for fastv, vispruner, random
+
+
+def test_bench_video_times_both_backends_on_the_given_clips(capsys):
+    clip = SAMPLE_CLIPS[0]
+    assert main(["bench", "video", "--videos", str(clip), "--repeats", "1"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith(clip.name)]
+    assert [r[1] for r in rows] == ["pyav", "decord"]
+    assert all(r[7] == "yes" for r in rows)  # both sample the same frame indices

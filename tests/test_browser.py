@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from clipgen import write_clip
+from videoqa.ui.app import DEFAULT_SAMPLES, build_app, launch
 
-from ui.app import DEFAULT_SAMPLES, build_app, launch
 from videoqa.pruning import METHODS, PruneConfig
 
 CHROMIUM = Path("/usr/bin/chromium")

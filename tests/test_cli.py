@@ -7,9 +7,12 @@ import subprocess
 import sys
 
 import pytest
-from clipgen import write_audio_only, write_empty, write_text
+from clipgen import write_audio_only, write_clip, write_empty, write_text
+from conftest import SAMPLE_CLIPS, shared_media
 
 from videoqa.cli import main
+
+CLIPS = [*SAMPLE_CLIPS, *shared_media("sample_demo_3.mp4", "sample_demo_9.mp4", "videocli.gif")]
 
 
 def ask(capsys, *argv):
@@ -18,16 +21,21 @@ def ask(capsys, *argv):
     return code, out.out, out.err
 
 
-@pytest.mark.parametrize("name", ["sample_demo_3.mp4", "sample_demo_9.mp4", "videocli.gif"])
-def test_ask_answers_on_every_shared_clip(capsys, tiny_model_dir, shared_media, name):
-    code, out, err = ask(capsys, str(shared_media / name), "What is happening?", "--model", str(tiny_model_dir),
+@pytest.fixture(scope="module")
+def gif(tmp_path_factory):
+    return write_clip(tmp_path_factory.mktemp("gif") / "moving.gif", n_frames=12, fmt="gif")
+
+
+@pytest.mark.parametrize("clip", CLIPS, ids=lambda p: p.name)
+def test_ask_answers_on_every_clip(capsys, tiny_model_dir, clip):
+    code, out, err = ask(capsys, str(clip), "What is happening?", "--model", str(tiny_model_dir),
                          "--max-new-tokens", "4")
     assert code == 0
     assert "frames 8" in err and "visual tokens 520 -> 260" in err and "prefill" in err
 
 
-def test_ask_json(capsys, tiny_model_dir, shared_media):
-    code, out, _ = ask(capsys, str(shared_media / "videocli.gif"), "What is shown?", "--model", str(tiny_model_dir),
+def test_ask_json(capsys, tiny_model_dir, gif):
+    code, out, _ = ask(capsys, str(gif), "What is shown?", "--model", str(tiny_model_dir),
                        "--json", "--prune", "random", "--r", "0.75", "--max-new-tokens", "3")
     assert code == 0
     record = json.loads(out)
@@ -61,8 +69,8 @@ def test_bad_video_one_line_exit_2(capsys, tmp_path, tiny_model_dir, case):
     (["--model", "/nonexistent/model"], "cannot load model"),
     (["--frames", "0"], "frames must be >= 1"),
 ])
-def test_bad_options_one_line_exit_2(capsys, tiny_model_dir, shared_media, opts, msg):
-    argv = [str(shared_media / "videocli.gif"), "What?", "--model", str(tiny_model_dir), *opts]
+def test_bad_options_one_line_exit_2(capsys, tiny_model_dir, gif, opts, msg):
+    argv = [str(gif), "What?", "--model", str(tiny_model_dir), *opts]
     code, _, err = ask(capsys, *argv)
     assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
 

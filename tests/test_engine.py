@@ -9,6 +9,7 @@ from transformers import VideoLlavaForConditionalGeneration
 from videoqa import engine
 from videoqa.errors import InputError
 from videoqa.pruning import PruneConfig, keep_count
+from videoqa.pruning.fastv import FastVPlan
 from videoqa.tiny import TinySpec, make_tiny_model
 
 FAMILIES = ["llama", "qwen2", "mistral"]
@@ -70,7 +71,7 @@ def test_r0_equals_unpruned_model(family_model):
     embeds, am, vis = make_inputs(sdpa)
     reference = sdpa(inputs_embeds=embeds, attention_mask=am).logits[:, -1]
     for k in (1, 2, 3):
-        out = engine.prefill(sdpa, embeds, am, vis, engine.FastVPlan(k=k, r=0.0))
+        out = engine.prefill(sdpa, embeds, am, vis, FastVPlan(k=k, r=0.0))
         assert out.kept[0].tolist() == list(range(VIS.stop - VIS.start))
         assert torch.allclose(out.logits, reference, atol=1e-5), (out.logits - reference).abs().max()
     unpruned = engine.prefill(sdpa, embeds, am, vis, None)
@@ -88,7 +89,7 @@ def test_kept_set_is_topk_of_eager_attention(family_model, rank_by):
     rows = rows[-1:] if rank_by == "last" else rows[VIS.stop:]
     scores = rows.mean(0)[VIS]
     expected = set(torch.topk(scores, keep_count(len(scores), r)).indices.tolist())
-    out = engine.prefill(sdpa, embeds, am, vis, engine.FastVPlan(k=k, r=r, rank_by=rank_by))
+    out = engine.prefill(sdpa, embeds, am, vis, FastVPlan(k=k, r=r, rank_by=rank_by))
     assert set(out.kept[0].tolist()) == expected
     assert torch.allclose(out.scores[0], scores, atol=1e-5)
 
@@ -98,7 +99,7 @@ def test_kept_set_is_topk_of_eager_attention(family_model, rank_by):
 def test_prefill_and_decode_match_masked_reference(family_model, k, r):
     model, _ = family_model
     embeds, am, vis = make_inputs(model, seed=2)
-    state = engine.prefill(model, embeds, am, vis, engine.FastVPlan(k=k, r=r))
+    state = engine.prefill(model, embeds, am, vis, FastVPlan(k=k, r=r))
     kept = state.kept[0]
     ref = masked_reference(model, embeds, k, kept, vis)
     assert torch.allclose(state.logits, ref, atol=1e-4), (state.logits - ref).abs().max()
@@ -123,7 +124,7 @@ def test_left_padded_batch_equals_single_runs(family_model):
     embeds = torch.cat([a[0], torch.cat([torch.zeros(1, pad, a[0].shape[-1]), b[0]], 1)])
     am = torch.cat([a[1], torch.cat([torch.zeros(1, pad, dtype=torch.long), b[1]], 1)])
     vis = torch.cat([a[2], torch.cat([torch.zeros(1, pad, dtype=torch.bool), b[2]], 1)])
-    plan = engine.FastVPlan(k=2, r=0.5)
+    plan = FastVPlan(k=2, r=0.5)
     batch = engine.prefill(model, embeds, am, vis, plan)
     singles = [engine.prefill(model, *x, plan) for x in (a, b)]
     eos = None
@@ -141,7 +142,7 @@ def test_pruned_cache_is_smaller_by_the_expected_amount(family_model):
     embeds, am, vis = make_inputs(model)
     full = engine.prefill(model, embeds, am, vis, None)
     k, r = 2, 0.5
-    pruned = engine.prefill(model, embeds, am, vis, engine.FastVPlan(k=k, r=r))
+    pruned = engine.prefill(model, embeds, am, vis, FastVPlan(k=k, r=r))
     cfg = decoder_of(model).config
     per_token_layer = 2 * cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads) * 4
     n_vis = VIS.stop - VIS.start
@@ -155,7 +156,7 @@ def test_prompt_without_visual_tokens_is_a_no_op(family_model):
     model, _ = family_model
     embeds, am, _ = make_inputs(model)
     none = torch.zeros(1, N, dtype=torch.bool)
-    out = engine.prefill(model, embeds, am, none, engine.FastVPlan(k=2, r=0.5))
+    out = engine.prefill(model, embeds, am, none, FastVPlan(k=2, r=0.5))
     assert out.kept[0].numel() == 0
     assert torch.allclose(out.logits, engine.prefill(model, embeds, am, none, None).logits, atol=1e-5)
 

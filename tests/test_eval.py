@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from clipgen import write_clip, write_text
 
-from videoqa.batch import local_records
+from videoqa.batch.local import local_records
 from videoqa.cli import main as cli_main
 from videoqa.errors import InputError, VideoError
-from videoqa.eval.cli import run_eval
 from videoqa.eval.datasets import load_dataset, select
 from videoqa.eval.judges import ExactJudge
 from videoqa.eval.report import REFERENCES, load_results, markdown_table, plot_accuracy_vs_flops
+from videoqa.eval.run import run_eval
 
 # (question_id, video_name, question, answer). vid3 is never written (missing); vid4 is corrupt.
 QA = [

@@ -218,9 +218,9 @@ def test_judge_all_caches_successes_and_retries_failures(server, tmp_path):
 
 
 def test_eval_with_the_gpt_judge_records_the_model_and_never_writes_the_key(server, tmp_path, capsys):
-    from videoqa.batch import local_records
-    from videoqa.eval.cli import format_result, run_eval
+    from videoqa.batch.local import local_records
     from videoqa.eval.datasets import DatasetSpec, QADataset, QAItem
+    from videoqa.eval.run import format_result, run_eval
 
     clip = tmp_path / "v.mp4"
     clip.write_bytes(b"x")

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 from clipgen import write_clip
 
-from videoqa.errors import InputError, VideoError
-from videoqa.model import build_prompt
-from videoqa.pipeline import VideoQA
+from videoqa.errors import InputError, ModelLoadError, VideoError
+from videoqa.model import NAMED_MODELS, build_prompt, packaged_path, resolve_model
+from videoqa.pipeline import TextDelta, VideoQA
 from videoqa.pruning import PruneConfig, keep_count
 from videoqa.video import sample_frames
 
@@ -143,3 +145,43 @@ def test_keep_positions_gives_kept_tokens_their_unpruned_positions(tiny_qa, clip
     contiguous = tiny_qa.positions(tiny_qa.prepare(clip_path, "What is it?", None, PruneConfig(method="random", r=0.5),
                                                    None, 4), vis)
     assert contiguous.tolist() == list(range(len(req.ids)))
+
+
+def test_prune_config_is_immutable_and_validate_returns_a_checked_copy(tiny_qa, clip_path):
+    cfg = PruneConfig(method="fastv", k=2, r="0.5")
+    checked = cfg.validate(n_layers=4)
+    assert checked.r == 0.5 and cfg.r == "0.5"  # the caller's object is left as it was
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.r = 0.25
+    assert dataclasses.replace(checked, r=0.25).r == 0.25 and checked.r == 0.5
+    answer = tiny_qa.ask(clip_path, "What is it?", prune=cfg, max_new_tokens=2)
+    assert answer.prune == checked and cfg.r == "0.5"
+
+
+def test_generate_yields_text_deltas_and_returns_the_answers(tiny_qa, clip_path):
+    """One batch of two: the deltas of each sample add up to its answer, and the answers equal asking alone."""
+    cfg = PruneConfig(method="fastv", k=2, r=0.5)
+    questions = ["What is it?", "Which way does it move?"]
+    events = tiny_qa.generate([tiny_qa.prepare(clip_path, q, None, cfg, None, 6) for q in questions])
+    texts = ["", ""]
+    while True:
+        try:
+            event = next(events)
+        except StopIteration as finished:
+            answers = finished.value
+            break
+        assert isinstance(event, TextDelta)
+        texts[event.index] += event.text
+    assert [t.strip() for t in texts] == [a.text for a in answers]
+    alone = [tiny_qa.ask(clip_path, q, prune=cfg, max_new_tokens=6) for q in questions]
+    assert [a.text for a in answers] == [a.text for a in alone]
+    assert [a.kept.kept for a in answers] == [a.kept.kept for a in alone]
+
+
+def test_named_models_are_found_in_the_installed_package(monkeypatch):
+    demo = resolve_model("demo")
+    assert demo == str(packaged_path("demo-model")) and (packaged_path("demo-model") / "config.json").is_file()
+    monkeypatch.setitem(NAMED_MODELS, "unbuilt", ("no-such-model", "samples/train_unbuilt.py"))
+    with pytest.raises(ModelLoadError, match="python samples/train_unbuilt.py"):
+        resolve_model("unbuilt")
+    assert resolve_model("org/some-model") == "org/some-model"  # a hub id passes through

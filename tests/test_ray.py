@@ -5,16 +5,11 @@ from __future__ import annotations
 import pytest
 from clipgen import write_clip, write_text
 
-from videoqa.batch import (
-    RayOptions,
-    collect_work,
-    latest_by_key,
-    local_records,
-    qa_answer_fn,
-    ray_records,
-    read_records,
-    run_batch,
-)
+from videoqa.batch.local import local_records, qa_answer_fn
+from videoqa.batch.ray_engine import RayOptions, ray_records
+from videoqa.batch.run import run_batch
+from videoqa.batch.store import latest_by_key, read_records
+from videoqa.batch.worklist import collect_work
 
 ray = pytest.importorskip("ray")
 

@@ -26,9 +26,9 @@ from videoqa.pruning import PruneConfig
 
 gradio_client = pytest.importorskip("gradio_client")
 from gradio_client import Client, handle_file  # noqa: E402
+from videoqa.ui.app import build_app, launch, sweep_cache  # noqa: E402
 
-from ui.app import build_app, launch, sweep_cache  # noqa: E402
-from ui.serve import parse_auth  # noqa: E402
+from videoqa.cli.serve import parse_auth  # noqa: E402
 from videoqa.pruning import METHODS  # noqa: E402
 
 FASTV = ("fastv", 2, "0.5")  # method, K, R as the controls send them
@@ -293,7 +293,7 @@ def test_serve_command_defaults_and_auth():
 
     args = build_parser().parse_args(["serve", "--model", "x"])
     assert (args.host, args.port, args.share, args.auth) == ("127.0.0.1", 7860, False, None)
-    assert args.func.__module__ == "ui.serve"
+    assert args.func.__module__ == "videoqa.cli.serve"
     args = build_parser().parse_args(["serve", "--auth", "me:se:cret", "--prune", "vispruner", "--r", "0.8"])
     assert parse_auth(args.auth) == ("me", "se:cret") and args.prune == "vispruner"
     from videoqa.errors import InputError

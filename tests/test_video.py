@@ -1,22 +1,21 @@
-"""Frame sampling on clips whose frames encode their own index (tests/clipgen.py) and on the shared media."""
+"""Frame sampling on clips whose frames encode their own index (tests/clipgen.py) and on real clips."""
 
 from __future__ import annotations
 
 import json
 import time
 import tracemalloc
-from pathlib import Path
 
 import av
 import clipgen  # tests/ is on sys.path under pytest's default (prepend) import mode
 import numpy as np
 import pytest
+from conftest import SAMPLE_CLIPS, shared_media
 
 from videoqa import video
 from videoqa.errors import InputError, VideoError
 from videoqa.video import frame_indices, probe_video, sample_frames
 
-MEDIA = Path(__file__).resolve().parents[2] / "shared" / "media"
 FPS = 10
 
 
@@ -256,11 +255,11 @@ def test_hung_call_becomes_error():
 # ---------------------------------------------------------------------------------------------- real media
 
 
-@pytest.mark.parametrize("name", ["sample_demo_3.mp4", "sample_demo_9.mp4"])
-def test_backends_agree_on_shared_media(name):
-    path = MEDIA / name
-    if not path.exists():
-        pytest.skip(f"{path} not present")
+REAL_CLIPS = [*SAMPLE_CLIPS, *shared_media("sample_demo_3.mp4", "sample_demo_9.mp4")]
+
+
+@pytest.mark.parametrize("path", REAL_CLIPS, ids=lambda p: p.name)
+def test_backends_agree_on_real_clips(path):
     a = sample_frames(path, 8, backend="pyav")
     b = sample_frames(path, 8, backend="decord")
     with av.open(str(path)) as c:
@@ -275,10 +274,10 @@ def test_backends_agree_on_shared_media(name):
     assert np.abs(a.frames[0].astype(np.int16) - a.frames[-1].astype(np.int16)).mean() > 2.0
 
 
-def test_shared_gif():
-    path = MEDIA / "videocli.gif"
-    if not path.exists():
-        pytest.skip(f"{path} not present")
+@pytest.mark.parametrize("path", ["generated", *shared_media("videocli.gif")], ids=lambda p: getattr(p, "name", p))
+def test_gif_is_sampled_with_pyav(tmp_path, path):
+    if path == "generated":
+        path = clipgen.write_clip(tmp_path / "moving.gif", n_frames=23, size=(97, 61), fps=FPS, fmt="gif")
     clip = sample_frames(path, 8)
     with av.open(str(path)) as c:
         decoded = sum(1 for _ in c.decode(video=0))

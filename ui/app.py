@@ -17,6 +17,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from videoqa.model import packaged_path
 from videoqa.pruning import METHODS
 
 from .actions import ChatActions, parse_r
@@ -25,7 +26,7 @@ from .session import ChatSession
 
 __all__ = ["CSS", "DEFAULT_SAMPLES", "build_app", "launch", "list_samples", "parse_r", "sweep_cache"]
 
-DEFAULT_SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "clips"
+DEFAULT_SAMPLES = packaged_path("clips")
 MAX_FRAMES = 32
 NARROW = "@media (max-width: 640px)"
 MODEL = {"concurrency_id": "model", "concurrency_limit": 1}  # one answer at a time: one model

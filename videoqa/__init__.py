@@ -9,8 +9,12 @@ __all__ = ["Answer", "InputError", "KeptTokens", "ModelLoadError", "PruneConfig"
 
 def __getattr__(name: str):
     # The pipeline pulls in torch and transformers; import it on first use so `videoqa --help` stays fast.
-    if name in ("VideoQA", "Answer"):
-        from . import pipeline
+    if name == "VideoQA":
+        from .pipeline import VideoQA
 
-        return getattr(pipeline, name)
+        return VideoQA
+    if name == "Answer":
+        from .answer import Answer
+
+        return Answer
     raise AttributeError(name)

@@ -1,10 +1,9 @@
 """Prefill and greedy decoding over a decoder LM's own layers, with FastV pruning at layer K.
 
 We drive the language model's modules (`layers`, `rotary_emb`, `norm`, `lm_head`) from a short loop of our
-own instead of patching transformers classes: between layer K-1 and layer K we rank the visual tokens and
-slice the hidden states, positions and mask. Every layer runs with the configured attention kernel
-(SDPA, FlashAttention-2); the ranking recomputes only the attention rows it needs from layer K-1's
-query at the ranking positions and the keys already in the cache, so no n x n matrix is ever formed.
+own instead of patching transformers classes: between layer K-1 and layer K the visual tokens are ranked
+(`pruning.fastv.rank`) and we slice the hidden states, positions and mask. Every layer runs with the
+configured attention kernel (SDPA, FlashAttention-2).
 
 Layers < K cache every token, layers >= K only the kept ones, so decoding reads a smaller cache too.
 Kept tokens keep their original RoPE positions (positions have gaps), as in the official FastV code.
@@ -21,18 +20,7 @@ import torch
 from torch import Tensor
 from transformers import DynamicCache
 
-from .pruning.base import keep_count
-
-
-@dataclass
-class FastVPlan:
-    """Prune after layer `k - 1`: keep round(n_vis * (1 - r)) visual tokens of each sample.
-
-    `r` may be one ratio for the batch or one per sample (adaptive R differs with each clip's length)."""
-
-    k: int
-    r: float | list[float]
-    rank_by: str = "last"  # "last": last prompt token's row; "text": mean of the text rows after the video
+from .pruning.fastv import FastVPlan, rank
 
 
 @dataclass
@@ -58,11 +46,6 @@ def language_parts(model) -> tuple[torch.nn.Module, torch.nn.Module]:
 def position_ids_from_mask(attention_mask: Tensor) -> Tensor:
     """Left padding: real tokens get 0, 1, 2, ...; pads get 0 (they are masked anyway)."""
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-
-
-def _rotate_half(x: Tensor) -> Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
 
 
 def _layer_mask(decoder, key_mask: Tensor, q_len: int, dtype: torch.dtype) -> Tensor | None:
@@ -91,49 +74,6 @@ def _run_layer(decoder, i: int, h: Tensor, mask, pos_emb, position_ids: Tensor, 
         h, attention_mask=mask, position_embeddings=pos_emb, position_ids=position_ids, cache=cache, use_cache=True
     )
     return out[0] if isinstance(out, tuple) else out
-
-
-def attention_rows(decoder, layer_idx: int, h_in: Tensor, rows: Tensor, pos_emb, cache, key_mask: Tensor) -> Tensor:
-    """Attention weights of layer `layer_idx` for query positions `rows` only, mean over heads.
-
-    `h_in` is the layer's input [B, n, d]; its keys (after RoPE) are read from the cache the layer just
-    filled. Costs O(len(rows) * n * d) instead of the n x n matrix eager attention would build.
-    Returns [B, len(rows), n].
-    """
-    layer = decoder.layers[layer_idx]
-    attn = layer.self_attn
-    b = h_in.shape[0]
-    x = layer.input_layernorm(h_in[:, rows])
-    q = attn.q_proj(x).view(b, len(rows), -1, attn.head_dim)
-    if hasattr(attn, "q_norm"):  # Qwen3-style per-head query norm
-        q = attn.q_norm(q)
-    q = q.transpose(1, 2)  # [B, H, r, hd]
-    cos, sin = (t[:, rows].unsqueeze(1) for t in pos_emb)
-    q = q * cos + _rotate_half(q) * sin
-    keys = cache.layers[layer_idx].keys  # [B, Hkv, n, hd]
-    groups = q.shape[1] // keys.shape[1]
-    q = q.view(b, keys.shape[1], groups, len(rows), -1)  # heads grouped by their kv head (GQA)
-    logits = torch.einsum("bkgrd,bknd->bkgrn", q.float(), keys.float()) * attn.scaling
-    n = keys.shape[2]
-    causal = torch.arange(n, device=q.device)[None, :] <= rows[:, None]  # [r, n]
-    allowed = causal[None, None, None] & key_mask[:, None, None, None, :]
-    logits = logits.masked_fill(~allowed, float("-inf"))
-    return logits.softmax(-1).mean(dim=(1, 2))  # [B, r, n]
-
-
-def rank_visual_tokens(weights: Tensor, visual_mask: Tensor, plan: FastVPlan, rows_valid: Tensor):
-    """Per sample: (kept indices into its visual span, scores of its visual tokens)."""
-    kept, scores = [], []
-    for b in range(weights.shape[0]):
-        vis = visual_mask[b].nonzero().squeeze(-1)
-        w = weights[b][rows_valid[b]]  # text query rows that exist for this sample
-        s = w.mean(0)[vis] if len(w) else torch.zeros(len(vis), device=weights.device)
-        n_keep = keep_count(len(vis), plan.r[b] if isinstance(plan.r, list) else plan.r)
-        # Stable tie-break by index so identical inputs always keep the same tokens.
-        order = torch.sort(s, descending=True, stable=True).indices[:n_keep]
-        kept.append(order.sort().values)
-        scores.append(s)
-    return kept, scores
 
 
 @torch.inference_mode()
@@ -183,18 +123,9 @@ def prefill(
 
 
 def _prune(decoder, layer_idx, h_in, h, position_ids, pos_emb, cache, key_mask, visual_mask, plan, result):
-    """Rank with layer `layer_idx`'s attention, then slice hidden states, positions and mask per sample."""
+    """Rank with layer `layer_idx`'s attention (FastV), then slice hidden states, positions and mask per sample."""
     b, n = key_mask.shape
-    if plan.rank_by == "last":
-        rows = torch.tensor([n - 1], device=h.device)
-        rows_valid = torch.ones(b, 1, dtype=torch.bool, device=h.device)
-    else:  # every text token after each sample's visual span
-        last_vis = torch.where(visual_mask, torch.arange(n, device=h.device), -1).max(-1).values  # [B]
-        first = int(last_vis.min()) + 1 if bool((last_vis >= 0).any()) else 0
-        rows = torch.arange(first, n, device=h.device)
-        rows_valid = (rows[None, :] > last_vis[:, None]) & key_mask[:, rows]
-    weights = attention_rows(decoder, layer_idx, h_in, rows, pos_emb, cache, key_mask)
-    kept, scores = rank_visual_tokens(weights, visual_mask, plan, rows_valid)
+    kept, scores = rank(decoder, layer_idx, h_in, pos_emb, cache, key_mask, visual_mask, plan)
     result.kept, result.scores = kept, scores
 
     keep_idx = []

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 import torchvision.transforms.v2.functional as tvF
+from einops import rearrange
 from PIL import Image, ImageDraw
 
 from .pruning.base import KeptTokens
@@ -56,7 +57,7 @@ def model_view(
     """
     if frames.ndim != 4 or frames.shape[-1] != 3:
         raise ValueError(f"frames must be (N, H, W, 3), got shape {frames.shape}")
-    x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)  # N, 3, H, W uint8
+    x = rearrange(torch.from_numpy(np.ascontiguousarray(frames)), "n h w c -> n c h w")  # uint8
     new_hw = _resized_hw(x.shape[-2], x.shape[-1], size)
     x = tvF.resize(x, list(new_hw), interpolation=resample, antialias=True)
     ch, cw = int(_field(crop, "height")), int(_field(crop, "width"))
@@ -67,7 +68,7 @@ def model_view(
         h, w = x.shape[-2:]
     top, left = int((h - ch) / 2.0), int((w - cw) / 2.0)
     x = x[..., top : top + ch, left : left + cw]
-    return x.permute(0, 2, 3, 1).contiguous().numpy()
+    return rearrange(x, "n c h w -> n h w c").contiguous().numpy()
 
 
 def _cell_edges(n_pixels: int, grid: int) -> list[int]:
@@ -135,15 +136,7 @@ def render_heatmaps(
         f, r, c = layout.locate(i)
         if r >= 0:  # a merged CLS token has no cell to tint
             merged_grid[f, r, c] = True
-
-    colours = None
-    if show_scores and kept.scores is not None:
-        scores = np.asarray(kept.scores, dtype=np.float64)
-        if len(scores) != layout.n_tokens:
-            raise ValueError(f"{len(scores)} scores for {layout.n_tokens} visual tokens")
-        per_frame = scores.reshape(layout.n_frames, layout.tokens_per_frame)
-        patch_scores = per_frame[:, 1:] if layout.has_cls else per_frame
-        colours = _score_colours(patch_scores.reshape(layout.n_frames, g, g))
+    colours = _patch_colours(kept) if show_scores and kept.scores is not None else None
 
     scale = max(1, math.ceil(MIN_DISPLAY / max(height, width)))
     out = []
@@ -173,6 +166,17 @@ def render_heatmaps(
         caption = _caption(clip, f, int(kept_grid[f].sum()), g * g, masks[f]["cls_kept"], layout)
         out.append((pil, caption + (f" · merged {n_merged}" if n_merged else "")))
     return out
+
+
+def _patch_colours(kept: KeptTokens) -> np.ndarray:
+    """[frames, grid, grid, 3] colours of every patch's ranking score (the CLS tokens have no cell)."""
+    layout = kept.layout
+    scores = np.asarray(kept.scores, dtype=np.float64)
+    if len(scores) != layout.n_tokens:
+        raise ValueError(f"{len(scores)} scores for {layout.n_tokens} visual tokens")
+    per_frame = rearrange(scores, "(frame token) -> frame token", frame=layout.n_frames)
+    patch_scores = per_frame[:, 1:] if layout.has_cls else per_frame
+    return _score_colours(rearrange(patch_scores, "frame (row col) -> frame row col", row=layout.grid))
 
 
 def _caption(clip, f: int, n_kept: int, n_patches: int, cls_kept: bool, layout) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.resources
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,9 +11,11 @@ import torch
 from .errors import ModelLoadError
 
 DEFAULT_MODEL = "LanguageBind/Video-LLaVA-7B-hf"
-REPO_ROOT = Path(__file__).resolve().parents[1]
-# Short names for models that ship with (or are built by) the project.
-NAMED_MODELS = {"demo": REPO_ROOT / "samples" / "demo-model"}
+# Short names for the models shipped in `videoqa.samples`: name -> (folder, the script that trains it).
+NAMED_MODELS = {
+    "demo": ("demo-model", "samples/train_demo.py"),
+    "demo-long": ("demo-long-model", "samples/train_long.py"),
+}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -25,13 +28,24 @@ class LoadedModel:
     name: str
 
 
+def packaged_path(name: str) -> Path:
+    """A file or folder shipped with videoqa (the repository's samples/, installed as `videoqa.samples`)."""
+    try:
+        root = importlib.resources.files("videoqa.samples")
+    except ModuleNotFoundError:
+        raise ModelLoadError("videoqa.samples cannot be imported: install videoqa (`pip install -e .` in a "
+                             "checkout) so its sample clips and demo models are found") from None
+    return Path(str(root.joinpath(name)))
+
+
 def resolve_model(name: str) -> str:
-    """'demo' -> the folder in samples/; a local folder or a Hugging Face id is returned unchanged."""
+    """'demo' (or another shipped name) -> its folder; a local folder or a Hugging Face id is returned unchanged."""
     if name in NAMED_MODELS:
-        path = NAMED_MODELS[name]
+        folder, script = NAMED_MODELS[name]
+        path = packaged_path(folder)
         if not (path / "config.json").exists():
             raise ModelLoadError(
-                f"the '{name}' model is not in {path}; build it with `python samples/train_demo.py` "
+                f"the '{name}' model is not in {path}; build it with `python {script}` "
                 f"or pass --model with a Hugging Face id or a local folder"
             )
         return str(path)

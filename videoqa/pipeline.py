@@ -13,19 +13,22 @@ import os
 import resource
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+from einops import rearrange
 from torch import Tensor
 
 from . import engine
+from .answer import Answer, Stats
 from .errors import InputError
 from .model import LoadedModel, build_prompt, load_model
 from .pruning import KeptTokens, ModelDims, PruneConfig, VisualLayout, keep_count
-from .pruning.flops import FlopsEstimate, estimate_flops
+from .pruning.fastv import FastVPlan
+from .pruning.flops import estimate_flops
 from .video import Clip, probe_video, sample_frames
 
 DEFAULT_FRAMES = 8  # what Video-LLaVA was trained with
@@ -40,28 +43,6 @@ class EncodedVideo:
     vision_features: Tensor  # [F, T, d_vis] tower output at the feature layer
     cls_attention: Tensor  # [F, T] [CLS] -> token attention at the feature layer, mean over heads
     layout: VisualLayout
-
-
-@dataclass
-class Stats:
-    frames: int
-    visual_tokens: int
-    kept_visual_tokens: int
-    prompt_tokens: int  # tokens the LLM's first layer sees
-    new_tokens: int
-    t_sample: float  # decoding the video file into frames
-    t_encode: float  # preprocessing + vision tower + projector (0 when cached)
-    t_prefill: float
-    t_rank: float  # part of prefill spent ranking (FastV)
-    t_generate: float  # decoding new tokens after the first
-    t_total: float
-    tokens_per_s: float
-    peak_memory_bytes: int
-    peak_memory_kind: str  # "cuda" (this call) or "cpu-rss" (process high-water mark)
-    cache_bytes: int
-    encode_cached: bool
-    device: str
-    dtype: str
 
 
 @dataclass
@@ -86,37 +67,22 @@ class Request:
     t_encode: float
 
 
-@dataclass
-class Answer:
+@dataclass(frozen=True)
+class Collated:
+    """Prompts as one left-padded batch: what the LLM's prefill takes."""
+
+    embeds: Tensor  # [B, n, d] token embeddings with the visual features in the video-token slots
+    attention_mask: Tensor  # [B, n] 1 = real token, 0 = padding
+    visual_mask: Tensor  # [B, n] True = visual token
+    position_ids: Tensor  # [B, n] RoPE positions
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """New answer text of sample `index` of a batch, as decoding produces it."""
+
+    index: int
     text: str
-    question: str
-    clip: Clip
-    kept: KeptTokens
-    decision: object | None  # pruning.adaptive.Decision when R or frames were chosen automatically
-    stats: Stats
-    flops: FlopsEstimate
-    prune: PruneConfig = field(default_factory=PruneConfig)
-
-    def to_dict(self) -> dict:
-        return {
-            "question": self.question,
-            "answer": self.text,
-            "video": self.clip.to_dict(),
-            "prune": asdict(self.prune),
-            "kept": self.kept.to_dict(),
-            "decision": None if self.decision is None else self.decision.to_dict(),
-            "flops": self.flops.to_dict(),
-            "stats": asdict(self.stats),
-        }
-
-    def summary(self) -> str:
-        s, k = self.stats, self.kept
-        return (
-            f"{k.method} K={k.layer} R={k.r:.2f} | frames {s.frames} | visual tokens {k.n_visual} -> {k.n_kept} "
-            f"| FLOPs {100 * self.flops.ratio:.1f}% | sample {s.t_sample:.2f}s encode {s.t_encode:.2f}s"
-            f"{' (cached)' if s.encode_cached else ''} prefill {s.t_prefill:.2f}s generate {s.t_generate:.2f}s "
-            f"| {s.new_tokens} tokens, {s.tokens_per_s:.1f} tok/s"
-        )
 
 
 def frames_hash(frames: np.ndarray) -> str:
@@ -146,6 +112,14 @@ class VideoQA:
                         attn_implementation: str = "sdpa", prune: PruneConfig | None = None,
                         frames: int | None = None, max_new_tokens: int = 64) -> VideoQA:
         return cls(load_model(model, device, dtype, attn_implementation), prune, frames, max_new_tokens)
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> VideoQA:
+        """Load from plain data: `from_pretrained`'s arguments with `prune` as a dict (the form the command line
+        builds, Ray actors receive and eval runs record)."""
+        kw = dict(spec)
+        kw["prune"] = PruneConfig(**kw["prune"]).validate()
+        return cls.from_pretrained(kw.pop("model"), **kw)
 
     # -- the stages ---------------------------------------------------------------------------------
 
@@ -252,7 +226,7 @@ class VideoQA:
         enc, cached = self.encode(clip.frames)
         t_encode = 0.0 if cached else time.perf_counter() - t0
         kept_idx, scores, details = self.select_before_llm(enc, cfg, r) if cfg.layer == 0 else (None, None, {})
-        visual = enc.features.flatten(0, 1)
+        visual = rearrange(enc.features, "frame token d -> (frame token) d")
         if kept_idx is not None:
             visual = visual[torch.as_tensor(kept_idx, device=visual.device)]
         ids = self.tokenize(prompt, len(visual))[0]
@@ -265,44 +239,40 @@ class VideoQA:
                        cfg=cfg, r=r, decision=decision, kept=kept_idx, scores=scores, details=details,
                        max_new=max_new, t_start=t_start, t_sample=t_sample, t_encode=t_encode)
 
-    def generate(self, requests: list[Request]) -> Iterator[tuple[int, str] | list[Answer]]:
-        """Prefill the requests as one left-padded batch and decode greedily.
-
-        Yields (sample index, text delta) as text is produced, then the list of Answers.
-        """
-        cfg = requests[0].cfg
-        if any(req.cfg != cfg for req in requests):
-            raise InputError("a batch must use one pruning configuration")
+    def collate(self, requests: list[Request]) -> Collated:
+        """One left-padded batch: every prompt ends at the last position, so each sample's next token is there."""
         b, n = len(requests), max(len(req.ids) for req in requests)
-        max_new = max(req.max_new for req in requests)
-        if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
-        t0 = time.perf_counter()
-        with torch.inference_mode():
-            embed = self.model.get_input_embeddings()
-            embeds = torch.zeros(b, n, embed.embedding_dim, dtype=self.dtype, device=self.device)
-            attention_mask = torch.zeros(b, n, dtype=torch.long, device=self.device)
-            vis_mask = torch.zeros(b, n, dtype=torch.bool, device=self.device)
-            position_ids = torch.zeros(b, n, dtype=torch.long, device=self.device)
-            for i, req in enumerate(requests):  # left padding: every prompt ends at the last position
-                e, v = self.embed(req.ids[None], req.visual)
-                embeds[i, n - len(req.ids):], vis_mask[i, n - len(req.ids):] = e[0], v[0]
-                attention_mask[i, n - len(req.ids):] = 1
-                position_ids[i, n - len(req.ids):] = self.positions(req, v[0])
-            plan = None
-            if cfg.method == "fastv":
-                plan = engine.FastVPlan(cfg.k, [req.r for req in requests], cfg.rank_by)
-            state = engine.prefill(self.model, embeds, attention_mask, vis_mask, plan, position_ids)
-        t_prefill = time.perf_counter() - t0
+        embed = self.model.get_input_embeddings()
+        batch = Collated(
+            embeds=torch.zeros(b, n, embed.embedding_dim, dtype=self.dtype, device=self.device),
+            attention_mask=torch.zeros(b, n, dtype=torch.long, device=self.device),
+            visual_mask=torch.zeros(b, n, dtype=torch.bool, device=self.device),
+            position_ids=torch.zeros(b, n, dtype=torch.long, device=self.device),
+        )
+        for i, req in enumerate(requests):
+            e, v = self.embed(req.ids[None], req.visual)
+            start = n - len(req.ids)
+            batch.embeds[i, start:], batch.visual_mask[i, start:] = e[0], v[0]
+            batch.attention_mask[i, start:] = 1
+            batch.position_ids[i, start:] = self.positions(req, v[0])
+        return batch
 
+    def prefill(self, requests: list[Request], batch: Collated) -> engine.PrefillResult:
+        """Run the prompts through the LLM; FastV ranks and prunes each sample inside it."""
+        cfg = requests[0].cfg
+        plan = FastVPlan(cfg.k, [req.r for req in requests], cfg.rank_by) if cfg.method == "fastv" else None
+        return engine.prefill(self.model, batch.embeds, batch.attention_mask, batch.visual_mask, plan,
+                              batch.position_ids)
+
+    def decode(self, requests: list[Request], state: engine.PrefillResult) -> Generator[TextDelta, None, list]:
+        """Greedy decoding. Yields each sample's new text as it completes; returns the new token ids."""
         tok = self.processor.tokenizer
         eos = self.model.generation_config.eos_token_id
         eos = eos[0] if isinstance(eos, list) else eos
         new_ids: list[list[int]] = [[] for _ in requests]
         texts = ["" for _ in requests]
-        done = [False] * b
-        t0 = time.perf_counter()
-        for tokens in engine.decode_n_tokens(self.model, state, max_new, eos):
+        done = [False] * len(requests)
+        for tokens in engine.decode_n_tokens(self.model, state, max(req.max_new for req in requests), eos):
             for i, token in enumerate(tokens.tolist()):
                 if done[i]:
                     continue
@@ -313,22 +283,45 @@ class VideoQA:
                 full = tok.decode(new_ids[i], skip_special_tokens=True)
                 # Hold back a trailing partial character (byte-level BPE) until it completes.
                 if not full.endswith("\ufffd") and full != texts[i]:
-                    yield i, full[len(texts[i]):] if full.startswith(texts[i]) else full
+                    yield TextDelta(i, full[len(texts[i]):] if full.startswith(texts[i]) else full)
                     texts[i] = full
             if all(done):
                 break
+        return new_ids
+
+    def generate(self, requests: list[Request]) -> Generator[TextDelta, None, list[Answer]]:
+        """Collate, prefill and decode the requests as one batch.
+
+        Yields `TextDelta`s as text is produced and returns the Answers (the generator's return value:
+        `answers = yield from qa.generate(requests)`).
+        """
+        if any(req.cfg != requests[0].cfg for req in requests):
+            raise InputError("a batch must use one pruning configuration")
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            state = self.prefill(requests, self.collate(requests))
+        t_prefill = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        new_ids = yield from self.decode(requests, state)
         t_generate = time.perf_counter() - t0
+        return self.assemble_answers(requests, state, new_ids, t_prefill, t_generate)
+
+    def assemble_answers(self, requests: list[Request], state: engine.PrefillResult, new_ids: list[list[int]],
+                         t_prefill: float, t_generate: float) -> list[Answer]:
+        """Text, kept tokens, stats and FLOPs of each sample, from the requests and what the LLM did."""
         peak, kind = _peak_memory(self.device)
         cache = engine.cache_bytes(state.cache)
-
+        n = max(len(req.ids) for req in requests)
         answers = []
         for i, req in enumerate(requests):
             n_vis = req.enc.layout.n_tokens
-            if plan is not None:
+            if state.k is not None:  # FastV chose inside the LLM
                 kept_idx, scores = state.kept[i].tolist(), state.scores[i].float().tolist()
             else:
                 kept_idx, scores = req.kept if req.kept is not None else list(range(n_vis)), req.scores
-            kept = KeptTokens(method=cfg.method, layer=cfg.layer, n_visual=n_vis, kept=kept_idx,
+            kept = KeptTokens(method=req.cfg.method, layer=req.cfg.layer, n_visual=n_vis, kept=kept_idx,
                               layout=req.enc.layout, offset=state.visual_offsets[i] - (n - len(req.ids)), r=req.r,
                               scores=scores, details=req.details)
             stats = Stats(
@@ -337,15 +330,15 @@ class VideoQA:
                 t_encode=req.t_encode, t_prefill=t_prefill, t_rank=state.t_rank, t_generate=t_generate,
                 t_total=time.perf_counter() - req.t_start,
                 tokens_per_s=len(new_ids[i]) / t_generate if t_generate > 0 else 0.0,
-                peak_memory_bytes=peak, peak_memory_kind=kind, cache_bytes=cache // b,
+                peak_memory_bytes=peak, peak_memory_kind=kind, cache_bytes=cache // len(requests),
                 encode_cached=req.encode_cached, device=str(self.device),
                 dtype=str(self.dtype).removeprefix("torch."),
             )
-            flops = estimate_flops(self.dims, len(req.ids) - len(req.visual), n_vis, len(kept_idx), cfg.layer)
-            text = tok.decode(new_ids[i], skip_special_tokens=True).strip()
+            flops = estimate_flops(self.dims, len(req.ids) - len(req.visual), n_vis, len(kept_idx), req.cfg.layer)
+            text = self.processor.tokenizer.decode(new_ids[i], skip_special_tokens=True).strip()
             answers.append(Answer(text=text, question=req.question, clip=req.clip, kept=kept,
-                                  decision=req.decision, stats=stats, flops=flops, prune=cfg))
-        yield answers
+                                  decision=req.decision, stats=stats, flops=flops, prune=req.cfg))
+        return answers
 
     def positions(self, req: Request, vis_mask: Tensor) -> Tensor:
         """RoPE positions of a prompt: contiguous, or, for tokens kept before the LLM with keep_positions,
@@ -364,7 +357,7 @@ class VideoQA:
     # -- public API ---------------------------------------------------------------------------------
 
     def _config(self, prune: PruneConfig | None, max_new_tokens: int | None) -> tuple[PruneConfig, int]:
-        cfg = PruneConfig(**asdict(prune or self.prune)).validate(self.dims.n_layers)
+        cfg = (prune or self.prune).validate(self.dims.n_layers)
         max_new = self.max_new_tokens if max_new_tokens is None else max_new_tokens
         if max_new < 1:
             raise InputError(f"max_new_tokens must be >= 1, got {max_new}")
@@ -384,17 +377,25 @@ class VideoQA:
                max_new_tokens: int | None = None) -> Iterator[str | Answer]:
         """Yields the answer text as it is generated (str deltas), then the final Answer."""
         cfg, max_new = self._config(prune, max_new_tokens)
-        request = self.prepare(video, question, history, cfg, frames, max_new)
-        for event in self.generate([request]):
-            yield event[1] if isinstance(event, tuple) else event[0]
+        events = self.generate([self.prepare(video, question, history, cfg, frames, max_new)])
+        while True:
+            try:
+                yield next(events).text
+            except StopIteration as finished:
+                yield finished.value[0]
+                return
 
     def ask_batch(self, items: list[tuple[str | Path | Clip, str]], prune: PruneConfig | None = None,
                   frames: int | None = None, max_new_tokens: int | None = None) -> list[Answer]:
         """Answer several (video, question) pairs in one left-padded batch; each sample is ranked and pruned
         on its own, so every answer equals the one `ask` gives for it alone."""
         cfg, max_new = self._config(prune, max_new_tokens)
-        requests = [self.prepare(v, q, None, cfg, frames, max_new) for v, q in items]
-        return list(self.generate(requests))[-1]
+        events = self.generate([self.prepare(v, q, None, cfg, frames, max_new) for v, q in items])
+        while True:
+            try:
+                next(events)
+            except StopIteration as finished:
+                return finished.value
 
 
 def _lru_put(cache: OrderedDict, key, value) -> None:

@@ -16,7 +16,7 @@ Two backends decode the frames:
 * ``"decord"``: seeks per frame. It is unmaintained, cannot read GIF or truncated files, fails on some
   narrow frames (48 px wide), and trusts header metadata, so it only runs on files PyAV has already
   opened and counted, in a watchdog thread so a hang becomes an error, and its frame count must match
-  the demuxed count. Speed is on par with PyAV (``python -m videoqa.video_bench``), so PyAV is default.
+  the demuxed count. Speed is on par with PyAV (`videoqa bench video`), so PyAV is default.
 
 ``backend="auto"`` tries PyAV, then decord when PyAV fails on a valid file (an unexpected FFmpeg error,
 an unstable frame count). An explicit backend runs only that backend. Input problems (missing, empty,

@@ -157,62 +157,18 @@ def decide(
     Raises InputError when not even one frame fits the context window or the memory.
     """
     policy = policy or AdaptivePolicy()
-    tpf = dims.tokens_per_frame
     warnings: list[str] = []
-
-    cap = max_frames_for_context(dims, text_tokens, policy)
-    if cap < 1:
-        raise InputError(f"the prompt ({text_tokens} text tokens) leaves no room for a single frame of "
-                         f"{tpf} tokens in the {dims.context}-token context")
-    wanted = _frames_wanted(duration_s, policy) if frames is None else frames
-    if wanted < 1:
-        raise InputError(f"frames must be >= 1, got {wanted}")
-    n_frames = min(wanted, cap)
-    context_capped = n_frames < wanted
-    if context_capped:
-        msg = (f"{wanted} frames x {tpf} tokens + {text_tokens} text + {policy.new_tokens} answer tokens "
-               f"exceed the {dims.context}-token context; using {n_frames} frames")
-        if frames is not None:  # the user asked for them: say so
-            warnings.append(msg)
-
+    n_frames, context_capped = _frames_in_context(duration_s, dims, text_tokens, frames, policy, warnings)
     usable = _usable(free_bytes, policy)
-    # Fewer frames only when even r_max does not fit the memory.
-    for f in range(n_frames, 0, -1):
-        n_vis = f * tpf
-        max_kept_mem = _max_kept_for_memory(dims, text_tokens, n_vis, k, usable, policy)
-        min_kept = round(n_vis * (1.0 - policy.r_max))
-        if max_kept_mem >= min_kept:
-            break
-    else:
-        need = memory_need(dims, text_tokens, tpf, round(tpf * (1.0 - policy.r_max)), k, policy.new_tokens)
-        raise InputError(f"not enough memory for even one frame at R={policy.r_max}: needs about "
-                         f"{need['need_bytes'] / MiB:.0f} MiB, {usable / MiB:.0f} MiB usable of "
-                         f"{free_bytes / MiB:.0f} MiB free")
+    f, max_kept_mem = _frames_in_memory(n_frames, dims, text_tokens, k, usable, free_bytes, policy)
     memory_cut = f < n_frames
     if memory_cut:
         warnings.append(f"not enough memory for {n_frames} frames even at R={policy.r_max}: "
                         f"using {f} frames ({usable / MiB:.0f} MiB usable of "
                         f"{free_bytes / MiB:.0f} MiB free)")
-
-    # The token budget: base_frames at base_r, growing as frames^γ.
-    growth = (f / policy.base_frames) ** policy.budget_exponent
-    budget = policy.base_frames * tpf * (1.0 - policy.base_r) * growth
-    max_kept_budget = min(n_vis, math.floor(budget + 1e-9))  # tolerance: 8 frames must give exactly base_r
-    max_kept_rmin = round(n_vis * (1.0 - policy.r_min))
-    kept = min(max_kept_budget, max_kept_mem, max_kept_rmin)
-    if kept < min_kept:  # only the budget can ask for this much: memory was checked above
-        kept = min_kept
-        bound, why = "r_max", f"the token budget ({budget:.0f}) asks for more than R={policy.r_max}"
-    elif memory_cut:
-        bound, why = "memory", "memory does not fit more frames even at r_max"
-    elif max_kept_mem < min(max_kept_budget, max_kept_rmin):
-        bound, why = "memory", f"memory allows at most {max_kept_mem} visual tokens"
-    elif context_capped:
-        bound, why = "context", f"the context allows at most {n_frames} frames; token budget {budget:.0f}"
-    elif f == policy.base_frames and kept == max_kept_budget:
-        bound, why = "default", f"{f} frames as in training, the paper's R={policy.base_r}"
-    else:
-        bound, why = "budget", f"token budget {budget:.0f} for {f} frames (∝ frames^{policy.budget_exponent})"
+    n_vis = f * dims.tokens_per_frame
+    kept, bound, why = _kept_tokens(f, dims.tokens_per_frame, max_kept_mem, policy, memory_cut, context_capped,
+                                    n_frames)
     r = 1.0 - kept / n_vis
 
     mem = memory_need(dims, text_tokens, n_vis, kept, k, policy.new_tokens)
@@ -224,6 +180,69 @@ def decide(
     reason = f"{f} frames ({src}) -> {n_vis} visual tokens; keep {kept} (R={r:.3f}): {why}"
     return Decision(frames=f, visual_tokens=n_vis, r=r, kept=kept, bound=bound, reason=reason,
                     memory=mem, warnings=warnings)
+
+
+def _frames_in_context(duration_s: float | None, dims: ModelDims, text_tokens: int, frames: int | None,
+                       policy: AdaptivePolicy, warnings: list[str]) -> tuple[int, bool]:
+    """(frames wanted, capped by the context window; whether the cap applied). A cap on frames the user
+    asked for adds a warning."""
+    tpf = dims.tokens_per_frame
+    cap = max_frames_for_context(dims, text_tokens, policy)
+    if cap < 1:
+        raise InputError(f"the prompt ({text_tokens} text tokens) leaves no room for a single frame of "
+                         f"{tpf} tokens in the {dims.context}-token context")
+    wanted = _frames_wanted(duration_s, policy) if frames is None else frames
+    if wanted < 1:
+        raise InputError(f"frames must be >= 1, got {wanted}")
+    n_frames = min(wanted, cap)
+    context_capped = n_frames < wanted
+    if context_capped and frames is not None:  # the user asked for them: say so
+        warnings.append(f"{wanted} frames x {tpf} tokens + {text_tokens} text + {policy.new_tokens} answer tokens "
+                        f"exceed the {dims.context}-token context; using {n_frames} frames")
+    return n_frames, context_capped
+
+
+def _frames_in_memory(n_frames: int, dims: ModelDims, text_tokens: int, k: int, usable: int, free_bytes: int,
+                      policy: AdaptivePolicy) -> tuple[int, int]:
+    """(frames that fit the memory at R <= r_max, the most visual tokens the memory allows for them).
+
+    Fewer frames only when even r_max does not fit the memory."""
+    tpf = dims.tokens_per_frame
+    for f in range(n_frames, 0, -1):
+        n_vis = f * tpf
+        max_kept_mem = _max_kept_for_memory(dims, text_tokens, n_vis, k, usable, policy)
+        if max_kept_mem >= round(n_vis * (1.0 - policy.r_max)):
+            return f, max_kept_mem
+    need = memory_need(dims, text_tokens, tpf, round(tpf * (1.0 - policy.r_max)), k, policy.new_tokens)
+    raise InputError(f"not enough memory for even one frame at R={policy.r_max}: needs about "
+                     f"{need['need_bytes'] / MiB:.0f} MiB, {usable / MiB:.0f} MiB usable of "
+                     f"{free_bytes / MiB:.0f} MiB free")
+
+
+def _kept_tokens(f: int, tpf: int, max_kept_mem: int, policy: AdaptivePolicy, memory_cut: bool,
+                 context_capped: bool, n_frames: int) -> tuple[int, str, str]:
+    """(visual tokens to keep, the limit that bound it, why) for `f` frames of `tpf` tokens each.
+
+    The token budget is base_frames at base_r, growing as frames^budget_exponent; memory and r_min cap it,
+    r_max floors it."""
+    n_vis = f * tpf
+    growth = (f / policy.base_frames) ** policy.budget_exponent
+    budget = policy.base_frames * tpf * (1.0 - policy.base_r) * growth
+    max_kept_budget = min(n_vis, math.floor(budget + 1e-9))  # tolerance: 8 frames must give exactly base_r
+    max_kept_rmin = round(n_vis * (1.0 - policy.r_min))
+    min_kept = round(n_vis * (1.0 - policy.r_max))
+    kept = min(max_kept_budget, max_kept_mem, max_kept_rmin)
+    if kept < min_kept:  # only the budget can ask for this much: memory was checked above
+        return min_kept, "r_max", f"the token budget ({budget:.0f}) asks for more than R={policy.r_max}"
+    if memory_cut:
+        return kept, "memory", "memory does not fit more frames even at r_max"
+    if max_kept_mem < min(max_kept_budget, max_kept_rmin):
+        return kept, "memory", f"memory allows at most {max_kept_mem} visual tokens"
+    if context_capped:
+        return kept, "context", f"the context allows at most {n_frames} frames; token budget {budget:.0f}"
+    if f == policy.base_frames and kept == max_kept_budget:
+        return kept, "default", f"{f} frames as in training, the paper's R={policy.base_r}"
+    return kept, "budget", f"token budget {budget:.0f} for {f} frames (∝ frames^{policy.budget_exponent})"
 
 
 def describe(decision: Decision) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import InputError
 
@@ -47,9 +47,11 @@ class ModelDims:
         )
 
 
-@dataclass
+@dataclass(frozen=True)
 class PruneConfig:
-    """What the user asked for. `r` is the fraction of visual tokens to drop, or "auto" (adaptive policy).
+    """What the user asked for; immutable (`dataclasses.replace` makes a changed copy, `validate` a checked one).
+
+    `r` is the fraction of visual tokens to drop, or "auto" (adaptive policy).
 
     `k` is the LLM layer at which FastV prunes (layers >= k see only kept tokens); methods that prune
     before the LLM (vispruner, random) ignore it. `rank_by` selects FastV's ranking query: "last" (the
@@ -67,15 +69,12 @@ class PruneConfig:
     keep_positions: bool = False
 
     def validate(self, n_layers: int | None = None) -> PruneConfig:
+        """A checked copy with a numeric `r` (or "auto"); raises InputError naming the first bad field.
+
+        `n_layers` (the language model's depth) also bounds FastV's K."""
         if self.method not in METHODS:
             raise InputError(f"unknown pruning method {self.method!r}; choose one of {', '.join(METHODS)}")
-        if self.r != "auto":
-            try:
-                self.r = float(self.r)
-            except (TypeError, ValueError):
-                raise InputError(f"R must be a number in [0, 1) or 'auto', got {self.r!r}") from None
-            if not 0.0 <= self.r < 1.0:
-                raise InputError(f"R must be in [0, 1) (the fraction of visual tokens dropped), got {self.r}")
+        r = self.r if self.r == "auto" else _ratio(self.r)
         if self.method == "fastv":
             if not isinstance(self.k, int) or self.k < 1:
                 raise InputError(f"K must be an integer >= 1 for FastV (K=0 is pruning before the LLM: "
@@ -87,12 +86,22 @@ class PruneConfig:
             raise InputError(f"rank_by must be 'last' or 'text', got {self.rank_by!r}")
         if not 0.0 <= self.important_ratio <= 1.0:
             raise InputError(f"important_ratio must be in [0, 1], got {self.important_ratio}")
-        return self
+        return replace(self, r=r)
 
     @property
     def layer(self) -> int | None:
         """Where pruning happens: None (never), 0 (before the LLM) or K."""
         return {"none": None, "fastv": self.k}.get(self.method, 0)
+
+
+def _ratio(value) -> float:
+    try:
+        r = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"R must be a number in [0, 1) or 'auto', got {value!r}") from None
+    if not 0.0 <= r < 1.0:
+        raise InputError(f"R must be in [0, 1) (the fraction of visual tokens dropped), got {r}")
+    return r
 
 
 def keep_count(n_visual: int, r: float) -> int:

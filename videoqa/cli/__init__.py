@@ -1,4 +1,4 @@
-"""`videoqa` command line. Each subcommand lives in the module that does its work; this file only routes.
+"""`videoqa` command line: one module per subcommand in this package; this file only routes.
 
 Errors the user can act on (VideoQAError) print one line on stderr and exit 2; `--debug` shows the traceback.
 """
@@ -9,26 +9,20 @@ import argparse
 import importlib
 import sys
 
-from .errors import VideoQAError
+from ..errors import VideoQAError
 
-# (subcommand module, what it does). Each module defines `register(subparsers)`, which adds its parser
-# and sets `func`. Modules keep heavy imports (gradio, ray) inside functions so `--help` stays fast.
-COMMANDS = (
-    "videoqa.commands.ask",
-    "videoqa.commands.tiny",
-    "videoqa.bench",
-    "videoqa.batch",
-    "videoqa.eval.cli",
-    "ui.serve",
-)
+# Subcommand modules of this package. Each defines `register(subparsers)`, which adds its parser(s) and
+# sets `func`. They keep heavy imports (torch, gradio, ray) inside functions so `--help` stays fast.
+COMMANDS = ("ask", "tiny", "bench", "batch", "eval", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="videoqa", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="videoqa", description="Answer questions about videos with Video-LLaVA "
+                                     "and training-free visual-token pruning.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
-        importlib.import_module(name).register(sub)
+        importlib.import_module(f"{__name__}.{name}").register(sub)
     return parser
 
 
@@ -54,7 +48,3 @@ def _quiet_libraries() -> None:
 
     logging.set_verbosity_error()
     logging.disable_progress_bar()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,14 +1,11 @@
-"""Benchmark the frame-sampling backends: sampling N frames vs decoding every frame, per file.
+"""The `video` suite: frame-sampling backends (PyAV, decord), sampling N frames vs decoding every frame.
 
-    python -m videoqa.video_bench [paths ...] [--frames 8] [--repeats 3]
-
-Without paths it uses ../shared/media (when present) plus clips it generates in a temporary folder.
-Times are the best of ``repeats`` runs (wall clock, one process, warm file cache).
+`videoqa bench video [--videos FILE ...]`; without files it times the sample clips shipped with videoqa
+and two larger clips it generates. Times are the best of `repeats` runs (wall clock, warm file cache).
 """
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
@@ -16,10 +13,9 @@ from pathlib import Path
 import av
 import numpy as np
 
-from videoqa.errors import VideoQAError
-from videoqa.video import DECORD_TIMEOUT_S, _run_with_timeout, sample_frames
-
-SHARED_MEDIA = Path(__file__).resolve().parents[2] / "shared" / "media"
+from ..errors import VideoQAError
+from ..model import packaged_path
+from ..video import DECORD_TIMEOUT_S, _run_with_timeout, sample_frames
 
 
 def _best_time(repeats: int, fn, *args) -> float:
@@ -153,26 +149,15 @@ def write_bench_clip(
 
 
 def default_paths(folder: Path) -> list[Path]:
-    """The shared demo media (if present) and two generated 640x360 clips written into ``folder``."""
-    paths = sorted(SHARED_MEDIA.glob("*")) if SHARED_MEDIA.is_dir() else []
+    """The sample clips shipped with videoqa and two generated 640x360 clips written into `folder`."""
+    paths = sorted(packaged_path("clips").glob("*.mp4"))
     paths.append(write_bench_clip(folder / "gen_h264_gop30_600f.mp4", 600, (640, 360), "libx264", gop=30))
     paths.append(write_bench_clip(folder / "gen_vp9_gop60_300f.webm", 300, (640, 360), "libvpx-vp9", gop=60))
     return paths
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m videoqa.video_bench", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument("paths", nargs="*", help="video files (default: shared media + generated clips)")
-    parser.add_argument("--frames", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args(argv)
+def run_video(videos: list[str] | None = None, num_frames: int = 8, repeats: int = 3) -> str:
+    """The suite's table: `videos`, or the default clips."""
     with tempfile.TemporaryDirectory(prefix="videoqa-bench-") as tmp:
-        paths = args.paths or default_paths(Path(tmp))
-        print(format_table(benchmark_backends(paths, args.frames, args.repeats)))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+        rows = benchmark_backends(videos or default_paths(Path(tmp)), num_frames=num_frames, repeats=repeats)
+    return f"Frame sampling backends ({num_frames} frames vs decoding every frame):\n" + format_table(rows)

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..options import add_model_options, add_prune_options, load_qa
+from .options import add_model_options, add_prune_options, load_qa
 
 
 def register(sub) -> None:

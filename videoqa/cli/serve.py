@@ -9,8 +9,8 @@ import signal
 import sys
 import tempfile
 
-from videoqa.errors import InputError
-from videoqa.options import add_model_options, add_prune_options, load_qa
+from ..errors import InputError
+from .options import add_model_options, add_prune_options, load_qa
 
 
 def parse_auth(text: str | None) -> tuple[str, str] | None:
@@ -46,12 +46,13 @@ def register(sub) -> None:
     g.add_argument("--max-file-size", default="200mb", help="upload limit, e.g. 200mb (default: 200mb)")
     g.add_argument("--queue-size", type=int, default=8,
                    help="questions that may wait behind the one being answered; more get 'busy' (default: 8)")
-    g.add_argument("--samples", default=None, help="folder of example clips (default: samples/clips)")
+    g.add_argument("--samples", default=None,
+                   help="folder of example clips (default: the sample clips shipped with videoqa)")
     p.set_defaults(func=serve)
 
 
 def serve(args: argparse.Namespace) -> int:
-    from .app import DEFAULT_SAMPLES, build_app, launch  # gradio is heavy: import only when serving
+    from ..ui.app import DEFAULT_SAMPLES, build_app, launch  # gradio is heavy: import only when serving
 
     auth = parse_auth(args.auth)
     if args.queue_size < 1:

@@ -1,0 +1,68 @@
+"""What one question produced: the answer text, the kept visual tokens, what they cost, and timings."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from .pruning import KeptTokens, PruneConfig
+from .pruning.flops import FlopsEstimate
+from .video import Clip
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Sizes, timings (seconds) and memory of one answer."""
+
+    frames: int
+    visual_tokens: int
+    kept_visual_tokens: int
+    prompt_tokens: int  # tokens the LLM's first layer sees
+    new_tokens: int
+    t_sample: float  # decoding the video file into frames
+    t_encode: float  # preprocessing + vision tower + projector (0 when cached)
+    t_prefill: float
+    t_rank: float  # part of prefill spent ranking (FastV)
+    t_generate: float  # decoding new tokens after the first
+    t_total: float
+    tokens_per_s: float
+    peak_memory_bytes: int
+    peak_memory_kind: str  # "cuda" (this call) or "cpu-rss" (process high-water mark)
+    cache_bytes: int
+    encode_cached: bool
+    device: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answer: `text`, the `kept` visual tokens, the adaptive `decision` (if any), `stats` and `flops`."""
+
+    text: str
+    question: str
+    clip: Clip
+    kept: KeptTokens
+    decision: object | None  # pruning.adaptive.Decision when R or frames were chosen automatically
+    stats: Stats
+    flops: FlopsEstimate
+    prune: PruneConfig = field(default_factory=PruneConfig)
+
+    def to_dict(self) -> dict:
+        return {
+            "question": self.question,
+            "answer": self.text,
+            "video": self.clip.to_dict(),
+            "prune": asdict(self.prune),
+            "kept": self.kept.to_dict(),
+            "decision": None if self.decision is None else self.decision.to_dict(),
+            "flops": self.flops.to_dict(),
+            "stats": asdict(self.stats),
+        }
+
+    def summary(self) -> str:
+        s, k = self.stats, self.kept
+        return (
+            f"{k.method} K={k.layer} R={k.r:.2f} | frames {s.frames} | visual tokens {k.n_visual} -> {k.n_kept} "
+            f"| FLOPs {100 * self.flops.ratio:.1f}% | sample {s.t_sample:.2f}s encode {s.t_encode:.2f}s"
+            f"{' (cached)' if s.encode_cached else ''} prefill {s.t_prefill:.2f}s generate {s.t_generate:.2f}s "
+            f"| {s.new_tokens} tokens, {s.tokens_per_s:.1f} tok/s"
+        )

@@ -1,0 +1,87 @@
+"""The results file: one JSON line per record, durable as soon as it is written, readable after a kill.
+
+The file is the source of truth of a batch run. Every record is appended, flushed and fsynced when it
+exists, so killing the run loses at most the record in flight; a torn last line is ignored on reading and
+cut before the next append. Records of errors about to be retried are removed first (atomically), so each
+key appears once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def read_records(path: str | Path) -> list[dict]:
+    """All complete records in a results file. A torn last line (the run was killed mid-write) is ignored."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    records = []
+    lines = path.read_bytes().split(b"\n")
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if n == len(lines):  # no trailing newline: a record cut by a kill; it is simply redone
+                continue
+            print(f"videoqa: warning: {path}:{n}: skipping a line that is not JSON", file=sys.stderr)
+    return records
+
+
+def latest_by_key(records: Iterable[dict]) -> dict[str, dict]:
+    """The last record of each key (a retried error is superseded by its retry)."""
+    return {r["key"]: r for r in records if "key" in r}
+
+
+def drop_torn_tail(path: Path) -> None:
+    """Cut a partial last line so the next append starts on a line of its own."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as f:
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) == b"\n":
+            return
+        data = path.read_bytes()
+        f.truncate(data.rfind(b"\n") + 1)
+
+
+def rewrite_without(path: Path, drop_keys: set[str]) -> None:
+    """Remove the records of `drop_keys` (errors about to be retried), atomically, so keys stay unique."""
+    keep = [r for r in read_records(path) if r.get("key") not in drop_keys]
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for r in keep:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class ResultsWriter:
+    """Appends one JSON line per record and makes it durable before returning."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        drop_torn_tail(path)
+        self._f = open(path, "a", encoding="utf-8")
+
+    def write(self, record: dict) -> None:
+        # One write call per whole line, then flush + fsync: a kill can only tear the line being written.
+        self._f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> ResultsWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

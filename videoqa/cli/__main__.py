@@ -1,0 +1,7 @@
+"""`python -m videoqa.cli`: the `videoqa` command without the console script."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

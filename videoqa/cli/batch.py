@@ -1,0 +1,39 @@
+"""`videoqa batch PATH... --out results.jsonl`: answer questions about many clips into a resumable JSONL file."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import InputError
+from .options import add_engine_options, add_model_options, add_prune_options, engine_from_args
+
+
+def register(sub) -> None:
+    p = sub.add_parser("batch", help="answer questions about many clips into a resumable JSONL file",
+                       description="Answer questions about many clips: one JSONL record per (clip, question), "
+                                   "resumable, locally or on Ray.")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="video files, folders (searched recursively) or work lists (.txt of videos, "
+                        ".json/.jsonl of {video, question, id})")
+    q = p.add_mutually_exclusive_group()
+    q.add_argument("--question", help="question asked of every clip")
+    q.add_argument("--questions", help="file of questions (one per line, or a JSON list) asked of every clip")
+    p.add_argument("--out", required=True, help="results JSONL; re-running with the same file resumes")
+    add_model_options(p)
+    add_prune_options(p)
+    add_engine_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..batch.run import run_batch
+    from ..batch.worklist import collect_work, read_questions
+
+    questions = [args.question] if args.question else read_questions(args.questions) if args.questions else None
+    items = collect_work(args.paths, questions)
+    if not items:
+        raise InputError("no videos found in " + ", ".join(args.paths))
+    summary = run_batch(items, args.out, engine_from_args(args), retry_errors=args.retry_errors,
+                        progress=not args.no_progress)
+    print(summary.line())
+    return 0

@@ -1,0 +1,97 @@
+"""`videoqa eval` (predict + judge a GPT_Zero_Shot_QA dataset) and `videoqa report` (tables and plots)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..eval.datasets import DATASETS, load_dataset
+from ..eval.judges import make_judge
+from ..eval.run import format_result, run_eval
+from .options import add_engine_options, add_model_options, add_prune_options, engine_from_args, model_spec_from_args
+
+
+def default_out(args: argparse.Namespace) -> Path:
+    k = f"-k{args.k}" if args.prune == "fastv" else ""
+    pos = "-pos" if getattr(args, "keep_positions", False) else ""
+    return Path("runs") / f"{args.dataset}-{args.prune}{k}-r{args.r}{pos}"
+
+
+def run_eval_command(args: argparse.Namespace) -> int:
+    ds = load_dataset(args.dataset, args.root, limit=args.limit, seed=args.subset_seed)
+    judge = make_judge(
+        args.judge,
+        args.judge_model,
+        args.judge_base_url,
+        retries=args.judge_retries,
+        timeout_s=args.judge_timeout,
+    )
+    config = model_spec_from_args(args)
+    config.pop("device")  # where it ran does not change what it answers
+    out = Path(args.out) if args.out else default_out(args)
+    result = run_eval(
+        ds,
+        out,
+        engine_from_args(args),
+        judge,
+        {"dataset": args.dataset, **config},
+        retry_errors=args.retry_errors,
+        judge_cache=args.judge_cache,
+        judge_workers=args.judge_workers,
+        progress=not args.no_progress,
+    )
+    print(format_result(result, [f"{it.question_id}:{it.video_name}" for it in ds.missing]))
+    print(f"-> {out / 'results.json'}")
+    return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from ..eval.report import load_results, markdown_table, plot_accuracy_vs_flops
+
+    results = load_results(args.runs)
+    table = markdown_table(results)
+    print(table)
+    if args.out:
+        Path(args.out).write_text(table + "\n", encoding="utf-8")
+    if args.plot:
+        print(f"plot -> {plot_accuracy_vs_flops(results, args.plot)}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("eval", help="evaluate on MSVD-QA / MSRVTT-QA / TGIF-QA (GPT_Zero_Shot_QA layout)",
+                       description="Predict answers for a zero-shot QA set (resumable) and judge them.")
+    p.add_argument("--dataset", required=True, choices=sorted(DATASETS))
+    p.add_argument("--root", required=True,
+                   help="the dataset folder (with test_q.json, test_a.json) or the GPT_Zero_Shot_QA folder above it")
+    p.add_argument("--out", help="run folder (default: runs/DATASET-METHOD[-kK]-rR); re-running resumes it")
+    p.add_argument("--limit", type=int, default=None, help="evaluate only N questions (quick runs)")
+    p.add_argument("--subset-seed", type=int, default=None,
+                   help="with --limit: a random subset drawn with this seed instead of the first N")
+    add_judge_options(p)
+    add_model_options(p)
+    add_prune_options(p)
+    add_engine_options(p)
+    p.set_defaults(func=run_eval_command)
+
+    r = sub.add_parser("report", help="markdown table and accuracy-vs-FLOPs plot of eval runs",
+                       description="Summarize `videoqa eval` runs against the published FastV/VisPruner numbers.")
+    r.add_argument("runs", nargs="+", metavar="RUN", help="run folders (or their results.json)")
+    r.add_argument("--out", help="also write the markdown table to this file")
+    r.add_argument("--plot", default="accuracy_vs_flops.png", help="PNG path ('' for none)")
+    r.set_defaults(func=run_report)
+
+
+def add_judge_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("judge")
+    g.add_argument("--judge", default="exact", choices=["exact", "gpt"],
+                   help="exact: normalized matching, offline; gpt: the Video-ChatGPT judge over an "
+                        "OpenAI-compatible endpoint (key from $VIDEOQA_JUDGE_API_KEY or $OPENAI_API_KEY)")
+    g.add_argument("--judge-model", default=None,
+                   help="judge model (default: $VIDEOQA_JUDGE_MODEL or gpt-3.5-turbo-0125); recorded in results")
+    g.add_argument("--judge-base-url", default=None,
+                   help="chat endpoint base (default: $VIDEOQA_JUDGE_BASE_URL, $OPENAI_BASE_URL or OpenAI)")
+    g.add_argument("--judge-retries", type=int, default=3, help="retries of a failed or unparsable judgment")
+    g.add_argument("--judge-timeout", type=float, default=60.0, help="seconds per judge request")
+    g.add_argument("--judge-workers", type=int, default=4, help="judge requests in flight")
+    g.add_argument("--judge-cache", default=None, help="judgment cache file (default: RUN/judgments.jsonl)")

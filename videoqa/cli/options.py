@@ -1,0 +1,101 @@
+"""Command-line options shared by the subcommands that run the model, and the one path from them to a model.
+
+`model_spec_from_args` turns the options into plain data (`VideoQA.from_spec` loads it): the same dict
+loads the model here, is shipped to Ray actors, and is recorded with eval runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+from ..pruning import METHODS, PruneConfig
+
+if TYPE_CHECKING:
+    from ..batch.run import Produce
+    from ..pipeline import VideoQA
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--model", default="demo",
+                   help="Hugging Face id or local folder of a Video-LLaVA checkpoint, or a model shipped with "
+                        "videoqa: demo (the default) or demo-long; the real one is LanguageBind/Video-LLaVA-7B-hf")
+    g.add_argument("--device", default=None, help="cuda, cuda:1, cpu, ... (default: cuda if available)")
+    g.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
+                   help="default: bfloat16 (or float16) on CUDA, float32 on CPU")
+    g.add_argument("--attn", default="sdpa", choices=["sdpa", "flash_attention_2", "eager"],
+                   help="attention kernel for every layer (default: sdpa)")
+    g.add_argument("--frames", type=int, default=None,
+                   help="frames to sample (default: 8, or chosen from the video's length with --r auto)")
+    g.add_argument("--max-new-tokens", type=int, default=64)
+
+
+def add_prune_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("pruning")
+    g.add_argument("--prune", default="fastv", choices=METHODS, help="pruning method (default: fastv)")
+    g.add_argument("--k", type=int, default=2, help="FastV: prune after layer K-1 (default: 2)")
+    g.add_argument("--r", default="auto",
+                   help="fraction of visual tokens to drop, in [0, 1), or 'auto' (default: auto)")
+    g.add_argument("--rank-by", default="last", choices=["last", "text"],
+                   help="FastV ranking query: the last prompt token (official code) or all text tokens")
+    g.add_argument("--seed", type=int, default=0, help="seed of random pruning")
+    g.add_argument("--keep-positions", action="store_true",
+                   help="vispruner/random: kept tokens keep their original RoPE positions (as FastV does)")
+
+
+def add_engine_options(p: argparse.ArgumentParser) -> None:
+    """Options of the commands that answer many questions (batch, eval): which engine, and resuming."""
+    g = p.add_argument_group("engine")
+    g.add_argument("--engine", default="local", choices=["local", "ray"],
+                   help="local: one model in this process; ray: an actor pool on Ray (RAY_ADDRESS or a local Ray)")
+    g.add_argument("--batch-size", type=int, default=1,
+                   help="local: questions per left-padded batch (GPU throughput; same answers as 1)")
+    g.add_argument("--actors", type=int, default=1, help="Ray: model replicas (one per actor; default 1)")
+    g.add_argument("--gpus-per-actor", type=float, default=None,
+                   help="Ray: GPUs per actor (default: 1 when the cluster has GPUs, else 0)")
+    g.add_argument("--timeout", type=float, default=600.0,
+                   help="Ray: seconds allowed to decode one clip before it is recorded as an error (default 600)")
+    g.add_argument("--ray-address", default=None, help="Ray cluster address (default: $RAY_ADDRESS, else local)")
+    g.add_argument("--retry-errors", action="store_true", help="re-run items whose earlier record is an error")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def prune_from_args(args: argparse.Namespace) -> PruneConfig:
+    return PruneConfig(method=args.prune, k=args.k, r=args.r, rank_by=args.rank_by, seed=args.seed,
+                       keep_positions=args.keep_positions).validate()
+
+
+def model_spec_from_args(args: argparse.Namespace) -> dict:
+    """What `VideoQA.from_spec` needs, as plain data (it is shipped to Ray actors and recorded)."""
+    return {
+        "model": args.model,
+        "device": args.device,
+        "dtype": args.dtype,
+        "attn_implementation": args.attn,
+        "prune": asdict(prune_from_args(args)),
+        "frames": args.frames,
+        "max_new_tokens": args.max_new_tokens,
+    }
+
+
+def load_qa(args: argparse.Namespace) -> VideoQA:
+    """The model the options describe (loaded once; their pruning is its default)."""
+    from ..pipeline import VideoQA
+
+    return VideoQA.from_spec(model_spec_from_args(args))
+
+
+def engine_from_args(args: argparse.Namespace) -> Produce:
+    """The batch engine the options ask for; nothing is loaded until it is given work."""
+    spec = model_spec_from_args(args)
+    if args.engine == "ray":
+        from ..batch.ray_engine import RayOptions, ray_engine
+
+        opts = RayOptions(actors=args.actors, gpus_per_actor=args.gpus_per_actor, timeout_s=args.timeout,
+                          address=args.ray_address)
+        return ray_engine(spec, opts)
+    from ..batch.local import local_engine
+
+    return local_engine(spec, args.batch_size)
