@@ -158,7 +158,7 @@ class ChatActions:
                         break  # closing the stream ends generation
                     if isinstance(item, str):
                         text += item
-                        session.show(ex, text)
+                        session.show(ex, text.strip() or "…")
                         yield self._out(session)
                     else:
                         answer = item

@@ -80,7 +80,11 @@ def preview(path: str | Path, container: str, codec: str, work_dir: Path) -> Pat
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
         partial = out.with_suffix(".part.mp4")
-        if not transcode(path, partial):
+        try:
+            made = transcode(path, partial)
+        except (av.FFmpegError, OSError, IndexError):  # no video stream, or unreadable: no preview
+            made = False
+        if not made:
             partial.unlink(missing_ok=True)
             return None
         partial.replace(out)
