@@ -42,6 +42,7 @@ pytestmark = [
 ]
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package")
 expect = sync_api.expect
+expect.set_options(timeout=30_000)  # waits, not time limits: generous for a busy CI machine
 
 
 class HeldQA:
@@ -115,23 +116,31 @@ def browser():
         b.close()
 
 
-def open_page(browser, url: str, viewport: dict, shot: str):
-    context = browser.new_context(viewport=viewport)
+@pytest.fixture(scope="module")
+def desktop(browser):
+    """One browser context for the desktop tests: the page's scripts are fetched once, then cached."""
+    context = browser.new_context(viewport=DESKTOP)
+    yield context
+    context.close()
+
+
+def open_page(context, url: str):
+    """A new tab: a new session on the server."""
     page = context.new_page()
     page.set_default_timeout(30_000)
     page.goto(url, wait_until="domcontentloaded")
     page.locator("#chat").wait_for()
-    return context, page
+    return page
 
 
 @pytest.fixture
-def page(browser, server, held, request):
-    context, page = open_page(browser, server, DESKTOP, request.node.name)
+def page(desktop, server, held, request):
+    page = open_page(desktop, server)
     yield page
     held.release()  # never leave the server's answers held for the next test
     (REPO / "artifacts").mkdir(exist_ok=True)
     page.screenshot(path=str(REPO / "artifacts" / f"browser-{request.node.name}.png"), full_page=True)
-    context.close()
+    page.close()
 
 
 # -- helpers -----------------------------------------------------------------------------------------
@@ -141,9 +150,14 @@ def rows(page):
     return page.locator("#chat .message-row")
 
 
+def loaded(name: str) -> re.Pattern:
+    """The chat's notice for a clip that loaded."""
+    return re.compile(rf"Loaded\W+{re.escape(name)}")
+
+
 def upload(page, clip: Path) -> None:
     page.locator("#upload input[type=file]").set_input_files(str(clip))
-    expect(page.locator("#chat")).to_contain_text(f"Loaded “{clip.name}”")
+    expect(page.locator("#chat")).to_contain_text(loaded(clip.name))
 
 
 def ask(page, question: str, *, press_enter: bool = False) -> None:
@@ -243,7 +257,7 @@ def test_example_thumbnail_loads_clip_and_question_with_one_request(page, tiny_q
     first = table.locator("tbody tr").first
     suggested = first.inner_text().strip()
     first.click()
-    expect(page.locator("#chat")).to_contain_text("Loaded “blue_triangle_down.mp4”")
+    expect(page.locator("#chat")).to_contain_text(loaded("blue_triangle_down.mp4"))
     expect(page.locator("#question textarea")).to_have_value(suggested)
     page.locator("#ask").click()
     clip = DEFAULT_SAMPLES / "blue_triangle_down.mp4"
@@ -258,7 +272,7 @@ def test_a_new_clip_replaces_the_old_one_everywhere(page, clips):
     upload(page, clips["walk"])
     expect(page.locator("#preview")).to_contain_text("walk.mp4")
     page.locator("#examples tbody tr").nth(3).click()
-    expect(page.locator("#chat")).to_contain_text("Loaded “blue_triangle_left.mp4”")
+    expect(page.locator("#chat")).to_contain_text(loaded("blue_triangle_left.mp4"))
     expect(page.locator("#preview")).to_contain_text("blue_triangle_left.mp4")
     expect(page.locator("#upload")).not_to_contain_text("walk.mp4")  # not left showing the old upload
     # Another file straight away (no × first); an AVI gets a preview the browser plays.
@@ -280,7 +294,8 @@ def test_user_text_is_shown_exactly_as_typed(page, clips):
 
 
 def test_phone_layout(browser, server, clips):
-    context, page = open_page(browser, server, PHONE, "phone")
+    context = browser.new_context(viewport=PHONE)
+    page = open_page(context, server)
     try:
         upload(page, clips["walk"])
         ask(page, "What is happening?")

@@ -345,9 +345,7 @@ def test_api_endpoints_and_outputs_are_named(client):
             assert item["label"] and not re.fullmatch(r"value_\d+", item["label"]), (name, item)
     assert [p["parameter_name"] for p in api["/ask"]["parameters"]] == [
         "question", "method", "k", "r", "frames", "show_scores"]
-    assert [r["label"] for r in api["/ask"]["returns"]] == [
-        "Chat", "Kept visual tokens per frame (as the model saw it; dimmed = dropped, blue = merged into a "
-        "kept token)", "Answer stats"]
+    assert [r["label"] for r in api["/ask"]["returns"]] == ["Chat", "Kept visual tokens per frame", "Answer stats"]
     returns = [r["label"] for r in api["/compare"]["returns"]]
     assert returns[0] == "Compare status"
     assert returns[1:] == [f"{m}: {what}" for m in METHODS

@@ -38,7 +38,8 @@ CSS = f"""
 #chat .message-content .md {{ white-space: pre-wrap; }}
 /* every frame's heatmap at once (no fixed-height scroll box), each caption in full under its image */
 .heatmaps, .heatmaps .grid-wrap {{ height: auto !important; max-height: none !important; }}
-.heatmaps .grid-container {{ grid-template-columns: repeat(var(--grid-cols), minmax(0, 1fr)); }}
+.heatmaps .grid-container {{ grid-template-columns: repeat(var(--grid-cols), minmax(0, 1fr));
+  padding-top: 2.2rem; }}  /* below the gallery's download button */
 .heatmaps .thumbnail-item {{ aspect-ratio: auto; display: flex; flex-direction: column; height: auto; }}
 .heatmaps .thumbnail-item img {{ aspect-ratio: 1 / 1; width: 100%; height: auto; }}
 .heatmaps .caption-label {{ position: static; max-width: none; white-space: normal; overflow: visible;
@@ -94,7 +95,7 @@ def build_app(qa, samples_dir: str | Path | None = DEFAULT_SAMPLES, cache_dir: s
 def _chat_tab() -> dict:
     ui = {}
     ui["chat"] = gr.Chatbot(
-        label="Chat", height=420, elem_id="chat", render_markdown=False, layout="bubble",
+        label="Chat", show_label=False, height=420, elem_id="chat", render_markdown=False, layout="bubble",
         placeholder="Upload a clip or pick an example, then ask about it.",
     )
     with gr.Row(elem_id="ask-row"):
@@ -109,8 +110,7 @@ def _chat_tab() -> dict:
     ui["export_file"] = gr.File(label="Conversation (JSON)", visible=False, elem_id="export-file")
     ui["stats"] = gr.Markdown(label="Answer stats", elem_id="stats")
     ui["gallery"] = gr.Gallery(
-        label="Kept visual tokens per frame (as the model saw it; dimmed = dropped, blue = merged into a "
-              "kept token)",
+        label="Kept visual tokens per frame", show_label=False,  # the stats above it carry the legend
         columns=4, height=None, format="png", object_fit="contain", elem_id="heatmaps",
         elem_classes=["heatmaps"], allow_preview=True, visible=False,
     )
@@ -125,7 +125,7 @@ def _compare_tab(default_method: str) -> dict:
         ui["compare_question"] = gr.Textbox(placeholder="Question to compare…", show_label=False,
                                             label="Question to compare", scale=5, max_lines=4,
                                             elem_id="compare-question")
-        ui["compare_run"] = gr.Button("Compare", variant="primary", scale=1, min_width=80, elem_id="compare-run")
+        ui["compare_run"] = gr.Button("Compare", variant="primary", scale=1, min_width=110, elem_id="compare-run")
     ui["compare_status"] = gr.Markdown(label="Compare status", elem_id="compare-status")
     with gr.Row(equal_height=False, elem_id="compare"):
         for method in METHODS:

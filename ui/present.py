@@ -59,7 +59,9 @@ def format_stats(answer, follow_up: bool = False) -> str:
         ("speed", f"{s.tokens_per_s:.1f} tokens/s ({s.new_tokens} new tokens, prompt {s.prompt_tokens})"),
         ("peak memory", f"{fmt_bytes(s.peak_memory_bytes)} ({s.peak_memory_kind}) · {s.device}, {s.dtype}"),
     ]
-    return "| answer | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
+    return ("| answer | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
+            + "\n\n**Kept visual tokens per frame**, each frame as the model saw it: dimmed = dropped, "
+              "blue = merged into a kept token.")
 
 
 def summary_line(answer) -> str:
@@ -67,7 +69,7 @@ def summary_line(answer) -> str:
     k, fl, s = answer.kept, answer.flops, answer.stats
     return (f"**{k.n_kept}/{k.n_visual}** visual tokens kept ({where_pruned(k.layer)}, R={k.r:.2f}) · "
             f"**FLOPs {fl.ratio:.3f}×** of unpruned · prefill {s.t_prefill:.3f} s · "
-            f"{s.new_tokens} tokens in {s.t_total:.3f} s")
+            f"{s.new_tokens} token{'s' if s.new_tokens != 1 else ''} in {s.t_total:.3f} s")
 
 
 def exchange_record(answer, shown: str, status: str) -> dict:
