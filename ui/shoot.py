@@ -1,6 +1,6 @@
 """Regenerate the README's screenshots of the web chat: desktop and phone, chat and compare mode.
 
-    python ui/screenshots/make.py            # writes ui/screenshots/*.png
+    python -m videoqa.ui.shoot               # in a checkout: writes ui/screenshots/*.png
 
 Uses the shipped demo model and sample clips, and Debian's Chromium through Playwright (as the browser
 tests do). Each picture shows an example picked with one click and asked, so it shows real answers.
@@ -18,13 +18,14 @@ from videoqa.ui.app import DEFAULT_SAMPLES, build_app, launch
 
 from videoqa.pipeline import VideoQA
 
-OUT = Path(__file__).resolve().parent
+OUT = Path(__file__).resolve().parent / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 QUESTION = "Which direction does the orange circle move?"
 FOLLOW_UP = "What shape is moving?"
 MAX_HEIGHT = 2600  # a full-page picture is cut below this (the rest is more of the same)
+expect.set_options(timeout=60_000)  # waits on a possibly busy machine
 
 
 def free_port() -> int:
@@ -70,6 +71,7 @@ def shoot(page, name: str, full_page: bool = True) -> None:
 
 
 def main() -> None:
+    OUT.mkdir(exist_ok=True)
     qa = VideoQA.from_pretrained("demo", max_new_tokens=16)
     app = build_app(qa, samples_dir=DEFAULT_SAMPLES)
     _, url, _ = launch(app, port=free_port(), samples_dir=DEFAULT_SAMPLES, block=False)
