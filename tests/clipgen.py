@@ -75,16 +75,22 @@ def write_clip(
     gop: int | None = None,
     pts_ms: list[int] | None = None,
     faststart: bool = False,
+    rotation: int = 0,
+    turn: int = 0,
 ) -> Path:
-    """Write a clip of ``n_frames`` pattern frames. ``size`` is (width, height).
+    """Write a clip of ``n_frames`` pattern frames. ``size`` is (width, height) as the pattern is drawn.
 
     ``pts_ms`` gives each frame's presentation time in milliseconds (variable frame rate); otherwise
     frames are evenly spaced at ``fps``. ``gop`` sets the keyframe interval; ``faststart`` puts the mp4
     index (moov) before the data, which is what makes a truncated file keep a too-large frame count.
+    ``turn`` stores every frame turned counter-clockwise by that many degrees (a multiple of 90), and
+    ``rotation`` writes a display matrix (counter-clockwise degrees, FFmpeg's convention) to the container:
+    ``rotation=d, turn=-d`` is a clip that a player shows upright.
     """
     path = Path(path)
     _, container_fmt, codec, pix_fmt = FORMATS[fmt]
-    width, height = size
+    k = turn // 90
+    width, height = size if k % 2 == 0 else size[::-1]
     options = {"movflags": "faststart"} if faststart else {}
     with av.open(str(path), "w", format=container_fmt, options=options) as out:
         if pts_ms is None:
@@ -94,12 +100,15 @@ def write_clip(
             stream.codec_context.time_base = Fraction(1, 1000)
             stream.time_base = Fraction(1, 1000)
         stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
+        if rotation:
+            stream.set_display_rotation(rotation)
         if gop is not None:
             stream.codec_context.gop_size = gop
             if codec == "libx264":
                 stream.options = {"keyint": str(gop), "min-keyint": str(gop), "scenecut": "0"}
         for i in range(n_frames):
-            frame = av.VideoFrame.from_ndarray(pattern(i, width, height), format="rgb24")
+            image = np.ascontiguousarray(np.rot90(pattern(i, *size), k))  # np.rot90 turns counter-clockwise
+            frame = av.VideoFrame.from_ndarray(image, format="rgb24")
             if pts_ms is not None:
                 frame.pts, frame.time_base = pts_ms[i], Fraction(1, 1000)
             for packet in stream.encode(frame):
@@ -211,4 +220,74 @@ def write_unknown_codec(path: str | Path) -> Path:
     data = path.read_bytes()
     # mpeg4 in AVI is tagged FMP4 in both strh.fccHandler and strf.biCompression.
     path.write_bytes(data.replace(b"FMP4", b"QQZZ"))
+    return path
+
+
+def write_rotated(path: str | Path, degrees: int, fmt: str = "mp4-h264", n_frames: int = 12,
+                  size: tuple[int, int] = (64, 48), gop: int | None = None) -> Path:
+    """A clip stored turned by ``-degrees`` with a display matrix saying "turn it by ``degrees``" (both
+    counter-clockwise), as a phone writes a portrait video: a player shows the pattern upright, ``size``."""
+    return write_clip(path, n_frames=n_frames, size=size, fmt=fmt, gop=gop, rotation=degrees, turn=-degrees)
+
+
+def _find_box(data: bytes, path: list[bytes], start: int = 0, end: int | None = None) -> int:
+    """Offset of the box at ``path`` (e.g. moov/trak/tkhd), searching nested mp4 boxes."""
+    end = len(data) if end is None else end
+    pos = start
+    while pos + 8 <= end:
+        size, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        if kind == path[0]:
+            return pos if len(path) == 1 else _find_box(data, path[1:], pos + 8, pos + size)
+        pos += size
+    raise ValueError(f"no {path[0]!r} box")
+
+
+def write_phone_portrait(path: str | Path, n_frames: int = 12, size: tuple[int, int] = (48, 64)) -> Path:
+    """A portrait clip as a phone stores it, made without FFmpeg's rotation helpers: landscape frames (the
+    portrait pattern turned 90 degrees counter-clockwise) and the track header (tkhd) matrix of ISO/IEC
+    14496-12 for "turn 90 degrees clockwise to display" — a=0, b=1, c=-1, d=0 (x' = -y + tx, y' = x) —
+    the bytes a phone held upright writes. A player shows ``size`` (width, height) upright."""
+    path = write_clip(path, n_frames=n_frames, size=size, fmt="mp4-h264", turn=90)
+    data = bytearray(path.read_bytes())
+    tkhd = _find_box(data, [b"moov", b"trak", b"tkhd"])
+    version = data[tkhd + 8]
+    matrix_at = tkhd + 8 + 4 + (32 if version == 1 else 20) + 16  # after times, ids, reserved, layer, volume
+    one, w_one = 1 << 16, 1 << 30  # 16.16 and 2.30 fixed point
+    stored_height = size[0]  # the stored frame is the portrait turned: its height is the portrait's width
+    matrix = [0, one, 0, -one, 0, 0, stored_height * one, 0, w_one]
+    data[matrix_at : matrix_at + 36] = struct.pack(">9i", *matrix)
+    path.write_bytes(bytes(data))
+    return path
+
+
+def write_corrupt(path: str | Path, fmt: str = "mkv-h264", n_frames: int = 48, size: tuple[int, int] = (320, 240),
+                  after_packets: int = 1, fraction: float | None = None, garbage: int = 2048) -> Path:
+    """A clip with ``garbage`` bytes of seeded noise written over it, starting right after the data of its
+    first ``after_packets`` frames, or at ``fraction`` of the file. Right after the first frame of an mkv
+    (the middle of a small file) the demuxer cannot resync: one frame is readable while the header still
+    declares the whole clip; further in, a Matroska demuxer skips to the next cluster and an mp4 decoder
+    rejects the damaged frames."""
+    path = write_clip(path, n_frames=n_frames, size=size, fmt=fmt)
+    data = bytearray(path.read_bytes())
+    if fraction is None:
+        with av.open(str(path)) as container:
+            packets = [p for p in container.demux(video=0) if p.size]
+        start = packets[after_packets - 1].pos + packets[after_packets - 1].size
+    else:
+        start = int(len(data) * fraction)
+    data[start : start + garbage] = np.random.default_rng(0).integers(0, 256, garbage, dtype=np.uint8).tobytes()
+    path.write_bytes(bytes(data))
+    return path
+
+
+def write_png(path: str | Path, size: tuple[int, int] = (64, 48), index: int = 5) -> Path:
+    """One PNG image of the pattern, whatever ``path``'s suffix (e.g. a picture renamed ``.mp4``)."""
+    path = Path(path)
+    with av.open(str(path), "w", format="image2", options={"update": "1"}) as out:
+        stream = out.add_stream("png", rate=1)
+        stream.width, stream.height, stream.pix_fmt = *size, "rgb24"
+        for packet in stream.encode(av.VideoFrame.from_ndarray(pattern(index, *size), format="rgb24")):
+            out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
     return path

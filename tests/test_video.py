@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 import tracemalloc
 
@@ -93,6 +94,7 @@ def test_every_format_samples_the_right_frames(clips, fmt, backend):
     assert info.duration_s == pytest.approx(37 / FPS, abs=0.02)
     assert info.container == suffix[1:]
     assert probe_video(path) == info
+    assert clip.distinct_frames == 8 and clip.warnings == [] and clip.rotation == 0
 
 
 def test_auto_is_pyav_and_deterministic(clips):
@@ -146,6 +148,7 @@ def test_variable_frame_rate_timestamps(clips):
             assert clip.indices == want and read_all(clip) == want
             assert clip.timestamps == pytest.approx([pts_ms[i] / 1000 for i in want], abs=1e-3)
             assert clip.info.fps == pytest.approx((len(pts_ms) - 1) / (pts_ms[-1] / 1000), rel=1e-3)
+            assert clip.warnings == []  # uneven gaps are not lost frames
 
 
 def test_wrong_header_count_uses_real_frames(clips):
@@ -168,6 +171,8 @@ def test_truncated_tail_samples_decodable_frames(clips):
     assert 1 < total < 40
     assert clip.indices == expected_indices(total, 8)
     assert read_all(clip) == clip.indices
+    assert "declares 4.0 s of video but only" in clip.warnings[0]
+    assert clip.warnings[1:] == ([] if total >= 8 else [f"only {total} distinct frames for the 8 asked: frames repeat"])
 
 
 def test_decord_narrow_frame_bug_is_an_error_not_wrong_frames(clips):
@@ -188,6 +193,8 @@ def test_short_clip_repeats_frames(clips):
         assert read_all(clip) == clip.indices
         assert len(clip.frames) == 8 and np.array_equal(clip.frames[0], clip.frames[3])
         assert clip.timestamps == pytest.approx([i / FPS for i in clip.indices], abs=1e-3)
+        # 3 distinct frames, said so; the whole clip was read, so repeating them is no warning
+        assert clip.distinct_frames == 3 and clip.warnings == []
 
 
 # ---------------------------------------------------------------------------------------------- bad input
@@ -284,3 +291,106 @@ def test_gif_is_sampled_with_pyav(tmp_path, path):
     assert clip.backend == "pyav" and clip.info.total_frames == decoded
     assert clip.indices == expected_indices(decoded, 8)
     assert clip.timestamps == pytest.approx([i / clip.info.fps for i in clip.indices], abs=1e-3)
+
+
+# ---------------------------------------------------------------------------------------------- what was read
+
+
+def test_corrupt_file_answered_from_one_frame_says_so(clips):
+    """2 KB of garbage after the first frame: one frame survives. It is still sampled (8 copies), but the
+    clip says how many distinct frames it holds and warns that the rest of the file could not be read."""
+    path = clipgen.write_corrupt(clips / "garbage.mkv", after_packets=1)
+    with av.open(str(path)) as c:
+        assert c.duration / av.time_base == pytest.approx(4.8)  # the header still declares 48 frames
+    clip = sample_frames(path, 8)
+    assert clip.indices == [0] * 8 and read_all(clip) == [0] * 8
+    assert clip.distinct_frames == 1
+    assert len(clip.warnings) == 2, clip.warnings
+    lost, repeated = clip.warnings
+    assert "declares 4.8 s of video but only 0.1 s could be read" in lost and "corrupt" in lost
+    assert "1 distinct frame" in repeated and "8" in repeated
+    assert clip.to_dict()["distinct_frames"] == 1 and clip.to_dict()["warnings"] == clip.warnings
+
+
+def test_corrupt_file_with_enough_frames_still_warns(clips):
+    """16 frames readable of 48: 8 distinct frames are sampled from the first third, which is not the clip."""
+    path = clipgen.write_corrupt(clips / "garbage16.mkv", after_packets=16)
+    clip = sample_frames(path, 8)
+    assert clip.distinct_frames == 8
+    assert len(clip.warnings) == 1 and "declares 4.8 s of video but only" in clip.warnings[0]
+
+
+@pytest.mark.parametrize("fmt,reason", [
+    ("mkv-h264", r"no frames for \d+\.\d s after \d+\.\d s \(corrupt data skipped\)"),
+    ("mp4-h264", r"\d+ of 240 frames could not be decoded \(corrupt data\)"),
+], ids=["mkv", "mp4"])
+def test_frames_lost_mid_file_are_reported(clips, fmt, reason):
+    """Garbage in the middle of a longer clip: the Matroska demuxer skips to the next cluster (a hole in
+    the timestamps), the H.264 decoder rejects damaged mp4 frames (fewer frames than packets)."""
+    path = clipgen.write_corrupt(clips / f"hole{clipgen.FORMATS[fmt][0]}", fmt=fmt, n_frames=240, size=(160, 120),
+                                 fraction=0.5)
+    clip = sample_frames(path, 8, backend="pyav")
+    assert clip.info.total_frames < 240 and clip.distinct_frames == 8
+    assert len(clip.warnings) == 1 and re.fullmatch(reason, clip.warnings[0]), clip.warnings
+
+
+@pytest.mark.parametrize("kind", ["gif", "png-as-mp4", "mp4"])
+def test_single_frame_inputs_are_flagged(clips, kind):
+    if kind == "gif":
+        path = clipgen.write_clip(clips / "still.gif", n_frames=1, fmt="gif")
+    elif kind == "mp4":
+        path = clipgen.write_clip(clips / "still.mp4", n_frames=1)
+    else:
+        path = clipgen.write_png(clips / "picture.mp4")
+    clip = sample_frames(path, 8)
+    assert clip.distinct_frames == 1 and len(clip.frames) == 8
+    assert clip.warnings == ["a single image, not a video: all 8 frames are the same picture"]
+    assert sample_frames(path, 1).warnings == ["a single image, not a video"]
+
+
+# ---------------------------------------------------------------------------------------------- rotation
+
+
+def upright(frame: np.ndarray, size: tuple[int, int]) -> bool:
+    """The pattern as drawn: (width, height) = size, red strip on top, bars readable."""
+    return frame.shape[:2] == size[::-1] and clipgen.is_rgb(frame)
+
+
+@pytest.mark.parametrize("fmt", ["mp4-h264", "mov-h264", "mkv-h264"])
+@pytest.mark.parametrize("degrees", [90, -90, 180, 270])
+def test_display_rotation_is_applied(clips, fmt, degrees):
+    """Frames stored turned, with a display matrix that turns them back: every backend returns what a
+    player shows. decord applies some matrices itself, garbles others (90 degrees) and ignores mkv's, so a
+    rotated clip asked of decord is decoded by PyAV (and Clip.backend says so)."""
+    size = (64, 48)
+    path = clipgen.write_rotated(clips / f"rot{degrees}{clipgen.FORMATS[fmt][0]}", degrees, fmt=fmt, size=size)
+    want = expected_indices(12, 4)
+    for backend in ("auto", "pyav", "decord"):
+        clip = sample_frames(path, 4, backend=backend)
+        assert clip.backend == "pyav"
+        assert all(upright(f, size) for f in clip.frames), (backend, clip.frames.shape)
+        assert read_all(clip) == want
+        assert clip.rotation % 360 == degrees % 360
+
+
+def test_rotation_on_the_seeking_path(clips):
+    """Several keyframes: frames are fetched by seeking, and come out upright too."""
+    path = clipgen.write_rotated(clips / "rot_gop.mp4", 90, n_frames=40, gop=5)
+    clip = sample_frames(path, 8)
+    assert video._sample_pyav(path, 8).indices == clip.indices  # (the seeking path is the one taken)
+    assert all(upright(f, (64, 48)) for f in clip.frames) and read_all(clip) == expected_indices(40, 8)
+
+
+def test_phone_portrait_matrix_from_the_spec(clips):
+    """A track header matrix written byte by byte (ISO/IEC 14496-12, "turn 90 degrees clockwise"), as a
+    phone held upright writes it: the frames come out portrait and upright for both backends."""
+    path = clipgen.write_phone_portrait(clips / "phone.mp4", size=(48, 64))
+    with av.open(str(path)) as c:
+        stored = next(c.decode(video=0))
+        assert (stored.width, stored.height) == (64, 48)  # stored landscape
+    for backend in ("pyav", "decord"):
+        clip = sample_frames(path, 4, backend=backend)
+        assert all(upright(f, (48, 64)) for f in clip.frames), backend
+        assert read_all(clip) == expected_indices(12, 4)
+        assert clip.rotation == -90  # FFmpeg's counter-clockwise angle: -90 is a quarter turn clockwise
+    assert (probe_video(path).width, probe_video(path).height) == (64, 48)  # the stored size, as documented

@@ -14,6 +14,7 @@ class Stats:
     """Sizes, timings (seconds) and memory of one answer."""
 
     frames: int
+    distinct_frames: int  # different frames of the file among them (a short or damaged clip repeats frames)
     visual_tokens: int
     kept_visual_tokens: int
     prompt_tokens: int  # tokens the LLM's first layer sees
@@ -46,10 +47,17 @@ class Answer:
     flops: FlopsEstimate
     prune: PruneConfig = field(default_factory=PruneConfig)
 
+    @property
+    def warnings(self) -> list[str]:
+        """What the video file could not give (frames lost to damage, a single image): the clip's warnings.
+        The adaptive choice's own warnings are in `decision.warnings`."""
+        return list(self.clip.warnings)
+
     def to_dict(self) -> dict:
         return {
             "question": self.question,
             "answer": self.text,
+            "warnings": self.warnings,
             "video": self.clip.to_dict(),
             "prune": asdict(self.prune),
             "kept": self.kept.to_dict(),
@@ -60,9 +68,11 @@ class Answer:
 
     def summary(self) -> str:
         s, k = self.stats, self.kept
+        distinct = f" ({s.distinct_frames} distinct)" if s.distinct_frames < s.frames else ""
         return (
-            f"{k.method} K={k.layer} R={k.r:.2f} | frames {s.frames} | visual tokens {k.n_visual} -> {k.n_kept} "
-            f"| FLOPs {100 * self.flops.ratio:.1f}% | sample {s.t_sample:.2f}s encode {s.t_encode:.2f}s"
+            f"{k.method} K={k.layer} R={k.r:.2f} | frames {s.frames}{distinct} "
+            f"| visual tokens {k.n_visual} -> {k.n_kept} | FLOPs {100 * self.flops.ratio:.1f}% "
+            f"| sample {s.t_sample:.2f}s encode {s.t_encode:.2f}s"
             f"{' (cached)' if s.encode_cached else ''} prefill {s.t_prefill:.2f}s generate {s.t_generate:.2f}s "
             f"| {s.new_tokens} tokens, {s.tokens_per_s:.1f} tok/s"
         )

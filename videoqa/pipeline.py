@@ -205,7 +205,9 @@ class VideoQA:
         if frames is not None and frames < 1:
             raise InputError(f"frames must be >= 1, got {frames}")
         prompt = build_prompt(question.strip(), history)
-        text_tokens = len(self.tokenize(prompt, 0)[0]) + max_new
+        # The video token is a special token, so the text around it tokenizes the same for any count of it.
+        n_text = len(self.tokenize(prompt, 1)[0]) - 1
+        text_tokens = n_text + max_new
 
         decision = None
         if cfg.method != "none" and cfg.r == "auto":
@@ -220,7 +222,9 @@ class VideoQA:
             frames, r = decision.frames, decision.r
         else:
             r = 0.0 if cfg.method == "none" else float(cfg.r)
-        clip, t_sample = self.sample(video, frames or DEFAULT_FRAMES)
+        frames = len(video.frames) if isinstance(video, Clip) else frames or DEFAULT_FRAMES
+        self.check_context(frames, n_text, cfg, r, max_new)
+        clip, t_sample = self.sample(video, frames)
 
         t0 = time.perf_counter()
         enc, cached = self.encode(clip.frames)
@@ -230,14 +234,34 @@ class VideoQA:
         if kept_idx is not None:
             visual = visual[torch.as_tensor(kept_idx, device=visual.device)]
         ids = self.tokenize(prompt, len(visual))[0]
-        if len(ids) + max_new > self.dims.context:
-            raise InputError(
-                f"the prompt needs {len(ids)} tokens ({len(visual)} visual) + {max_new} new tokens, more than "
-                f"the model's context of {self.dims.context}; shorten the question or history, or use fewer frames"
-            )
         return Request(question=question, clip=clip, enc=enc, encode_cached=cached, ids=ids, visual=visual,
                        cfg=cfg, r=r, decision=decision, kept=kept_idx, scores=scores, details=details,
                        max_new=max_new, t_start=t_start, t_sample=t_sample, t_encode=t_encode)
+
+    def check_context(self, frames: int, n_text: int, cfg: PruneConfig, r: float, max_new: int) -> None:
+        """Refuse a frame count whose prompt cannot fit the context window, before any frame is decoded.
+
+        Visual tokens count in full except when pruned before the LLM: FastV's first K layers see them all,
+        and with keep_positions the kept ones keep positions up to the unpruned length."""
+        room = self.dims.context - n_text - max_new
+
+        def visual(f: int) -> int:
+            n = f * self.dims.tokens_per_frame
+            return keep_count(n, r) if cfg.layer == 0 and not cfg.keep_positions else n
+
+        if visual(frames) <= room:
+            return
+        if room < visual(1):
+            raise InputError(f"the question and history need {n_text} tokens + {max_new} new tokens, which leaves "
+                             f"no room for a frame in the model's context of {self.dims.context}; shorten them")
+        most, over = 1, frames  # visual(most) fits, visual(over) does not
+        while over - most > 1:
+            mid = (most + over) // 2
+            most, over = (mid, over) if visual(mid) <= room else (most, mid)
+        n = frames * self.dims.tokens_per_frame
+        tokens = f"{n} visual tokens" if visual(frames) == n else f"{visual(frames)} visual tokens (of {n}, R={r:.2f})"
+        raise InputError(f"{frames} frames need {tokens} + {n_text} prompt and {max_new} answer tokens, more than "
+                         f"the model's context of {self.dims.context}; use at most {most} frames")
 
     def collate(self, requests: list[Request]) -> Collated:
         """One left-padded batch: every prompt ends at the last position, so each sample's next token is there."""
@@ -325,7 +349,8 @@ class VideoQA:
                               layout=req.enc.layout, offset=state.visual_offsets[i] - (n - len(req.ids)), r=req.r,
                               scores=scores, details=req.details)
             stats = Stats(
-                frames=len(req.clip.frames), visual_tokens=n_vis, kept_visual_tokens=len(kept_idx),
+                frames=len(req.clip.frames), distinct_frames=req.clip.distinct_frames, visual_tokens=n_vis,
+                kept_visual_tokens=len(kept_idx),
                 prompt_tokens=len(req.ids), new_tokens=len(new_ids[i]), t_sample=req.t_sample,
                 t_encode=req.t_encode, t_prefill=t_prefill, t_rank=state.t_rank, t_generate=t_generate,
                 t_total=time.perf_counter() - req.t_start,

@@ -24,15 +24,28 @@ not a video, no video stream, unknown codec, no decodable frame) raise ``VideoEr
 never handed to decord: both decode with FFmpeg, and corrupt input is where decord crashes.
 
 Clips shorter than N frames repeat frames so N are always returned (e.g. 3 frames, N=8 gives indices
-``[0, 0, 0, 0, 1, 1, 1, 2]``). Frames are decoded at their stored size; rotation metadata is not applied.
+``[0, 0, 0, 0, 1, 1, 1, 2]``); ``Clip.distinct_frames`` says how many different frames there are.
+
+``Clip.warnings`` says what the file could not give, so an answer is never silently built on less than it
+seems: frames the file declares but that could not be read (its header's video duration against what the
+demuxer reached) or decoded (fewer frames than packets), the number of distinct frames left when that made
+them fewer than asked, and single-frame inputs (a picture, a 1-frame GIF). A clip that is short but whole
+is not warned about: repeating its frames is what the original sampler does.
+
+Frames are returned as a player shows them: the container's display matrix (a phone's portrait clip is
+stored landscape with "turn 90 degrees") is applied, in multiples of 90 degrees (other angles are rounded
+to the nearest one; mirroring is not applied). ``Clip.rotation`` is the angle, counter-clockwise as FFmpeg
+reports it. decord applies some matrices itself, garbles others and ignores Matroska's, so rotated clips
+are always decoded by PyAV. ``VideoInfo.width``/``height`` stay the stored size.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import av
 import numpy as np
@@ -62,6 +75,13 @@ class Clip:
     timestamps: list[float]  # seconds from the first frame, from each frame's pts when known
     info: VideoInfo
     backend: str  # "pyav" or "decord": the one that produced the frames
+    rotation: int = 0  # degrees the frames were turned counter-clockwise for display (FFmpeg's convention)
+    warnings: list[str] = field(default_factory=list)  # what the file could not give (see module docstring)
+
+    @property
+    def distinct_frames(self) -> int:
+        """How many different frames of the file the sampled frames are (repeats counted once)."""
+        return len(set(self.indices))
 
     def to_dict(self) -> dict:
         """JSON-able summary (no pixel data)."""
@@ -70,6 +90,9 @@ class Clip:
             "timestamps": [round(t, 6) for t in self.timestamps],
             "backend": self.backend,
             "frame_shape": list(self.frames.shape),
+            "distinct_frames": self.distinct_frames,
+            "rotation": self.rotation,
+            "warnings": list(self.warnings),
             "info": asdict(self.info),
         }
 
@@ -176,6 +199,28 @@ def _estimate_count(stream: av.video.stream.VideoStream, scan: _Scan) -> int:
     return min(header, scan.packets) if header > 0 else scan.packets
 
 
+def _read_duration(stream: av.video.stream.VideoStream, scan: _Scan) -> float | None:
+    """Seconds of video the demuxer reached: first pts to the end of the last frame (None: pts unknown)."""
+    tb = float(stream.time_base) if stream.time_base else 0.0
+    if scan.pts and scan.end_pts is not None and tb and scan.end_pts > scan.pts[0]:
+        return (scan.end_pts - scan.pts[0]) * tb
+    return None
+
+
+def _declared_duration(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> float | None:
+    """Seconds of video the file's header declares, from the video stream's own duration only (a
+    container's duration also covers its audio)."""
+    if stream.duration and stream.time_base:
+        return float(stream.duration * stream.time_base)
+    # Matroska/WebM keep a per-track duration as a tag, e.g. "00:00:04.800000000"
+    match = re.fullmatch(r"(\d+):(\d\d):(\d\d(?:\.\d+)?)", stream.metadata.get("DURATION", ""))
+    if match:
+        return int(match[1]) * 3600 + int(match[2]) * 60 + float(match[3])
+    if container.duration and len(container.streams) == 1:
+        return container.duration / av.time_base
+    return None
+
+
 def _make_info(path: Path, container, stream, scan: _Scan, total: int) -> VideoInfo:
     tb = float(stream.time_base) if stream.time_base else 0.0
     fps = 0.0
@@ -185,8 +230,9 @@ def _make_info(path: Path, container, stream, scan: _Scan, total: int) -> VideoI
         fps = float(stream.average_rate)
     elif stream.guessed_rate:
         fps = float(stream.guessed_rate)
-    if scan.pts and scan.end_pts is not None and tb and scan.end_pts > scan.pts[0]:
-        duration = (scan.end_pts - scan.pts[0]) * tb
+    read = _read_duration(stream, scan)
+    if read is not None:
+        duration = read
     elif stream.duration and tb:
         duration = stream.duration * tb
     elif container.duration:
@@ -243,6 +289,20 @@ def _frames(container, stream):
         pass
 
 
+class _Frame(NamedTuple):
+    rgb: np.ndarray  # (H, W, 3) uint8, turned as the display matrix says
+    pts: int | None
+    rotation: int  # counter-clockwise degrees it was turned: -180, -90, 0, 90 or 180
+
+
+def _upright(frame: av.VideoFrame) -> _Frame:
+    """The frame in RGB as a player shows it. FFmpeg attaches the container's display matrix to every
+    decoded frame; `frame.rotation` is its counter-clockwise angle, the direction np.rot90 turns."""
+    quarters = round(frame.rotation / 90)
+    rgb = frame.to_ndarray(format="rgb24")
+    return _Frame(np.rot90(rgb, quarters) if quarters % 4 else rgb, frame.pts, quarters * 90)
+
+
 def _open_stream(path: Path):
     container = _open(path)
     try:
@@ -254,26 +314,26 @@ def _open_stream(path: Path):
     return container, stream
 
 
-def _decode_in_order(path: Path, wanted: set[int]) -> tuple[dict[int, tuple[np.ndarray, int | None]], int]:
+def _decode_in_order(path: Path, wanted: set[int]) -> tuple[dict[int, _Frame], int]:
     """Decode every frame, keeping RGB copies of the ``wanted`` ones. Returns (kept, frames decoded)."""
-    kept: dict[int, tuple[np.ndarray, int | None]] = {}
+    kept: dict[int, _Frame] = {}
     count = 0
     container, stream = _open_stream(path)
     with container:
         for frame in _frames(container, stream):
             if count in wanted:
-                kept[count] = (frame.to_ndarray(format="rgb24"), frame.pts)
+                kept[count] = _upright(frame)
             count += 1
     return kept, count
 
 
-def _decode_seeking(path: Path, scan: _Scan, wanted: list[int]) -> dict[int, tuple[np.ndarray, int]] | None:
+def _decode_seeking(path: Path, scan: _Scan, wanted: list[int]) -> dict[int, _Frame] | None:
     """Fetch the wanted frames by pts, seeking to a keyframe whenever that skips decoding.
 
     Returns None when any wanted frame does not come out of the decoder with its demuxed pts (then the
     caller decodes in order instead).
     """
-    kept: dict[int, tuple[np.ndarray, int]] = {}
+    kept: dict[int, _Frame] = {}
     container, stream = _open_stream(path)
     with container:
         frames = _frames(container, stream)
@@ -294,7 +354,7 @@ def _decode_seeking(path: Path, scan: _Scan, wanted: list[int]) -> dict[int, tup
                 return None
             if position != target:
                 return None
-            kept[index] = (frame.to_ndarray(format="rgb24"), frame.pts)
+            kept[index] = _upright(frame)
     return kept
 
 
@@ -304,6 +364,7 @@ def _sample_pyav(path: Path, num_frames: int, allow_seek: bool = True) -> Clip:
         scan = _scan(container, stream)
         estimate = _estimate_count(stream, scan)
         info = _make_info(path, container, stream, scan, estimate)
+        declared, read = _declared_duration(container, stream), _read_duration(stream, scan)
         tb = float(stream.time_base) if stream.time_base else 0.0
         # Seeking identifies frames by their demuxed pts, so only use it when that list is trustworthy.
         can_seek = (
@@ -318,12 +379,14 @@ def _sample_pyav(path: Path, num_frames: int, allow_seek: bool = True) -> Clip:
 
     kept = None
     total = estimate
+    decoded = None  # frames the decoder gave, when every frame was decoded
     if can_seek:
         wanted = frame_indices(total, num_frames)
         kept = _decode_seeking(path, scan, wanted)
     if kept is None:
         wanted = frame_indices(estimate, num_frames)
         kept, total = _decode_in_order(path, set(wanted))
+        decoded = total
         if total == 0:
             # Both backends decode with FFmpeg: if it yields nothing, decord cannot do better (and
             # corrupt input is where decord crashes), so this is final.
@@ -336,16 +399,61 @@ def _sample_pyav(path: Path, num_frames: int, allow_seek: bool = True) -> Clip:
                     raise _BackendFailed(f"decoder yields {total} frames, then {recount}: unstable stream")
 
     info.total_frames = total
-    first = scan.pts[0] if scan.pts else kept.get(0, (None, None))[1]
+    first = scan.pts[0] if scan.pts else (kept[0].pts if 0 in kept else None)
     timestamps = []
     for i in wanted:
-        pts = kept[i][1]
+        pts = kept[i].pts
         if pts is not None and first is not None and tb:
             timestamps.append((pts - first) * tb)
         else:
             timestamps.append(i / info.fps if info.fps else 0.0)
-    frames = np.stack([kept[i][0] for i in wanted])
-    return Clip(frames=frames, indices=wanted, timestamps=timestamps, info=info, backend="pyav")
+    frames = np.stack([kept[i].rgb for i in wanted])
+    loss = _loss(declared, read, _longest_gap(tb, scan), info.fps, estimate, decoded)
+    return Clip(frames=frames, indices=wanted, timestamps=timestamps, info=info, backend="pyav",
+                rotation=kept[wanted[0]].rotation, warnings=_warnings(loss, total, wanted))
+
+
+def _longest_gap(tb: float, scan: _Scan) -> tuple[float, float] | None:
+    """(where, how long) in seconds of a stretch without frames far longer than the clip's usual frame
+    gap — what a demuxer leaves when it skips damaged data and resyncs — or None."""
+    if len(scan.pts) < 3 or not tb:
+        return None
+    gaps = np.diff(scan.pts) * tb
+    i = int(np.argmax(gaps))
+    # variable frame rate spaces frames unevenly, but not by 20 times the median and a whole second
+    if gaps[i] > max(1.0, 20 * float(np.median(gaps))):
+        return (scan.pts[i] - scan.pts[0]) * tb, float(gaps[i])
+    return None
+
+
+def _loss(declared: float | None, read: float | None, gap: tuple[float, float] | None, fps: float,
+          packets: int, decoded: int | None) -> str | None:
+    """Why frames of the file are missing from what was decoded, or None. `decoded` is None when not every
+    frame was decoded (the seeking path)."""
+    # tolerance: headers round, and a last frame's duration may be missing
+    if declared and read is not None and declared - read > max(0.1 * declared, 2 / fps if fps else 0.0):
+        return (f"the file declares {declared:.1f} s of video but only {read:.1f} s could be read "
+                "(truncated or corrupt data)")
+    if gap is not None:
+        return f"no frames for {gap[1]:.1f} s after {gap[0]:.1f} s (corrupt data skipped)"
+    if decoded is not None and decoded < packets:
+        return f"{packets - decoded} of {packets} frames could not be decoded (corrupt data)"
+    return None
+
+
+def _warnings(loss: str | None, frames_in_file: int, wanted: list[int]) -> list[str]:
+    """The clip's warnings: frames lost, with the distinct frames left when that made them fewer than asked;
+    or a single image. A short clip read whole is no warning."""
+    distinct, asked = len(set(wanted)), len(wanted)
+    if loss is not None:
+        if distinct < asked:
+            return [loss, f"only {distinct} distinct frame{'s' if distinct > 1 else ''} for the {asked} asked: "
+                          "frames repeat"]
+        return [loss]
+    if frames_in_file == 1:
+        what = "a single image, not a video"
+        return [what if asked == 1 else f"{what}: all {asked} frames are the same picture"]
+    return []
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -386,8 +494,15 @@ def _sample_decord(path: Path, num_frames: int, timeout_s: float = DECORD_TIMEOU
         scan = _scan(container, stream)
         accepted = {scan.packets, stream.frames or 0} - {0}
         info = _make_info(path, container, stream, scan, _estimate_count(stream, scan))
+        declared, read = _declared_duration(container, stream), _read_duration(stream, scan)
+        gap = _longest_gap(float(stream.time_base or 0), scan)
     if info.total_frames == 0:
         raise VideoError(path, "no video frames in the file (truncated or corrupt)")
+    rotation = _first_rotation(path)
+    if rotation is None:  # corrupt input is where decord crashes: never hand it over
+        raise VideoError(path, "no decodable video frame (truncated or corrupt file)")
+    if rotation:  # decord turns some display matrices itself, garbles others (90 degrees), ignores Matroska's
+        return _sample_pyav(path, num_frames)
     try:
         import decord
     except ImportError as e:
@@ -414,6 +529,7 @@ def _sample_decord(path: Path, num_frames: int, timeout_s: float = DECORD_TIMEOU
         timestamps=[float(t) for t in times],
         info=info,
         backend="decord",
+        warnings=_warnings(_loss(declared, read, gap, info.fps, count, None), count, wanted),
     )
 
 
@@ -421,10 +537,12 @@ def _sample_decord(path: Path, num_frames: int, timeout_s: float = DECORD_TIMEOU
 # Public entry point
 
 
-def _any_frame_decodes(path: Path) -> bool:
+def _first_rotation(path: Path) -> int | None:
+    """The display rotation of the first decodable frame (None: FFmpeg decodes no frame at all)."""
     container, stream = _open_stream(path)
     with container:
-        return next(_frames(container, stream), None) is not None
+        frame = next(_frames(container, stream), None)
+        return None if frame is None else frame.rotation
 
 
 def _run_backend(name: str, path: Path, num_frames: int) -> Clip:
@@ -433,12 +551,7 @@ def _run_backend(name: str, path: Path, num_frames: int) -> Clip:
         if name == "pyav":
             return _sample_pyav(path, num_frames)
         return _sample_decord(path, num_frames)
-    except VideoError:
-        raise
-    except _BackendFailed:
-        # Say "no decodable frame" rather than decord's internal error when FFmpeg cannot decode anything.
-        if name == "decord" and not _any_frame_decodes(path):
-            raise VideoError(path, "no decodable video frame (truncated or corrupt file)") from None
+    except (VideoError, _BackendFailed):
         raise
     except av.FFmpegError as e:  # anything FFmpeg raised that the paths above did not expect
         raise _BackendFailed(f"{name} decoding failed ({e.strerror or type(e).__name__})") from e

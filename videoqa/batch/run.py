@@ -48,11 +48,12 @@ class BatchSummary:
 
 
 def summarize_answer(answer: dict) -> dict:
-    """The record fields of an `Answer.to_dict()`: text, kept-token summary (with indices), decision, stats.
+    """The record fields of an `Answer.to_dict()`: text, warnings about the input, kept-token summary (with
+    indices), decision, stats.
 
     Per-token scores are dropped: they are for heatmaps, and for a 7B model they are 2,056 floats a record.
     """
-    rec = {"answer": answer["answer"]}
+    rec = {"answer": answer["answer"], "warnings": answer.get("warnings", [])}
     if isinstance(answer.get("kept"), dict):
         rec["kept"] = {k: v for k, v in answer["kept"].items() if k != "scores"}
     for k in ("prune", "decision", "flops", "stats"):

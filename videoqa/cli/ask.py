@@ -24,7 +24,9 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     qa = load_qa(args)
     if args.json:
-        print(json.dumps(qa.ask(args.video, args.question).to_dict()))
+        answer = qa.ask(args.video, args.question)
+        print(json.dumps(answer.to_dict()))
+        _warn(answer.warnings)
         return 0
     answer = None
     for item in qa.stream(args.video, args.question):
@@ -34,9 +36,15 @@ def run(args: argparse.Namespace) -> int:
         else:
             answer = item
     print("" if args.stream else answer.text)
+    _warn(answer.warnings)
     if answer.decision is not None:
         from ..pruning.adaptive import describe
 
         print(f"auto: {describe(answer.decision)}", file=sys.stderr)
     print(answer.summary(), file=sys.stderr)
     return 0
+
+
+def _warn(warnings: list[str]) -> None:
+    for warning in warnings:
+        print(f"videoqa: warning: {warning}", file=sys.stderr)
