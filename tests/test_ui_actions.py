@@ -98,10 +98,13 @@ def test_clear_forgets_what_the_model_saw_too(actions, tiny_qa, clip):
 def test_a_refused_question_goes_back_to_the_box(actions, clip):
     s = loaded(actions, clip)
     enqueue(actions, s, "Is anyone there?")
-    chat, box, *_ = actions.refused(s)
+    chat, box, *_ = actions.refused("", s)
     assert box == "Is anyone there?"
     assert "busy" in shown(s)[-1] and "Is anyone there?" not in shown(s)
     assert s.exchanges == []
+    enqueue(actions, s, "Still there?")
+    chat, box, *_ = actions.refused("and typed since", s)  # nothing typed meanwhile is lost either
+    assert box == "Still there?\nand typed since"
 
 
 def test_a_question_without_a_clip_stays_in_the_box(actions):

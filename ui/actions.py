@@ -212,12 +212,13 @@ class ChatActions:
         k = default.k if s.k is None else int(s.k)
         return replace(default, method=s.method, k=k, r=parse_r(s.r)), int(s.frames or 0) or None
 
-    def refused(self, session: ChatSession):
-        """The server's queue was full: take the waiting questions back into the box and say so."""
+    def refused(self, typed: str, session: ChatSession):
+        """The server's queue was full: the waiting questions go back into the box (before anything typed
+        since), and the chat says why."""
         questions = session.unqueue()
         session.say("The server is busy with other questions right now. Your question is back in the box: "
                     "ask again in a moment.")
-        box = "\n".join(questions) if questions else gr.skip()
+        box = "\n".join([*questions, typed] if typed else questions) if questions else gr.skip()
         return session.chat(), box, gr.skip(), gr.skip(), gr.update(interactive=session.busy())
 
     def stop(self, session: ChatSession):

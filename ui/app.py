@@ -187,7 +187,8 @@ def _wire(ui: dict, actions: ChatActions) -> None:
         answering = started.success(actions.run, [s], [chat, gallery, stats, stop], trigger_mode="multiple",
                                     show_progress="minimal", api_visibility="private", api_name=False, **MODEL)
         # The queue was full: no error badge over the chat; the question goes back to the box.
-        answering.failure(actions.refused, [s], [chat, question, gallery, stats, stop], api_name=False, **instant)
+        answering.failure(actions.refused, [question, s], [chat, question, gallery, stats, stop], api_name=False,
+                          **instant)
     stop.click(actions.stop, [s], [chat], api_name="ui_stop", **instant)
     cleared = [chat, gallery, stats, ui["export_file"]]
     ui["clear"].click(actions.clear, [s], cleared, api_name="ui_clear", **instant)

@@ -127,15 +127,7 @@ def render_heatmaps(
     rows, cols = _cell_edges(height, g), _cell_edges(width, g)
 
     masks = kept.frame_masks()
-    kept_grid = np.zeros((layout.n_frames, g, g), dtype=bool)
-    for f, m in enumerate(masks):
-        for r, c in m["patches"]:
-            kept_grid[f, r, c] = True
-    merged_grid = np.zeros_like(kept_grid)
-    for i in absorbed_tokens(kept, absorbed):
-        f, r, c = layout.locate(i)
-        if r >= 0:  # a merged CLS token has no cell to tint
-            merged_grid[f, r, c] = True
+    kept_grid, merged_grid = _cell_grids(kept, masks, absorbed)
     colours = _patch_colours(kept) if show_scores and kept.scores is not None else None
 
     scale = max(1, math.ceil(MIN_DISPLAY / max(height, width)))
@@ -166,6 +158,21 @@ def render_heatmaps(
         caption = _caption(clip, f, int(kept_grid[f].sum()), g * g, masks[f]["cls_kept"], layout)
         out.append((pil, caption + (f" · merged {n_merged}" if n_merged else "")))
     return out
+
+
+def _cell_grids(kept: KeptTokens, masks: list[dict], absorbed) -> tuple[np.ndarray, np.ndarray]:
+    """[frames, grid, grid] masks of the kept patches and of the patches merged into a kept token."""
+    layout, g = kept.layout, kept.layout.grid
+    kept_grid = np.zeros((layout.n_frames, g, g), dtype=bool)
+    for f, m in enumerate(masks):
+        for r, c in m["patches"]:
+            kept_grid[f, r, c] = True
+    merged_grid = np.zeros_like(kept_grid)
+    for i in absorbed_tokens(kept, absorbed):
+        f, r, c = layout.locate(i)
+        if r >= 0:  # a merged CLS token has no cell to tint
+            merged_grid[f, r, c] = True
+    return kept_grid, merged_grid
 
 
 def _patch_colours(kept: KeptTokens) -> np.ndarray:
