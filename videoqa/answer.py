@@ -46,6 +46,7 @@ class Answer:
     stats: Stats
     flops: FlopsEstimate
     prune: PruneConfig = field(default_factory=PruneConfig)
+    prompt: str = "plain"  # the prompt template (model.PROMPT_TEMPLATES)
 
     @property
     def warnings(self) -> list[str]:
@@ -60,6 +61,7 @@ class Answer:
             "warnings": self.warnings,
             "video": self.clip.to_dict(),
             "prune": asdict(self.prune),
+            "prompt": self.prompt,
             "kept": self.kept.to_dict(),
             "decision": None if self.decision is None else self.decision.to_dict(),
             "flops": self.flops.to_dict(),

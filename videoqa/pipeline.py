@@ -25,7 +25,7 @@ from torch import Tensor
 from . import engine
 from .answer import Answer, Stats
 from .errors import InputError
-from .model import LoadedModel, build_prompt, load_model
+from .model import PROMPT_TEMPLATES, LoadedModel, build_prompt, load_model
 from .pruning import KeptTokens, ModelDims, PruneConfig, VisualLayout, keep_count
 from .pruning.fastv import FastVPlan
 from .pruning.flops import estimate_flops
@@ -93,7 +93,7 @@ class VideoQA:
     """A loaded Video-LLaVA with pruning defaults and a small cache of encoded videos."""
 
     def __init__(self, loaded: LoadedModel, prune: PruneConfig | None = None, frames: int | None = None,
-                 max_new_tokens: int = 64):
+                 max_new_tokens: int = 64, prompt: str = "plain"):
         self.model = loaded.model
         self.processor = loaded.processor
         self.device = loaded.device
@@ -103,6 +103,9 @@ class VideoQA:
         self.prune = (prune or PruneConfig()).validate(self.dims.n_layers)
         self.frames = frames
         self.max_new_tokens = max_new_tokens
+        if prompt not in PROMPT_TEMPLATES:
+            raise InputError(f"unknown prompt template {prompt!r}; choose {' or '.join(PROMPT_TEMPLATES)}")
+        self.prompt = prompt  # the template's name, recorded with every answer
         self.encode_count = 0  # vision-tower runs: follow-ups on a cached clip do not add to it
         self._encoded: OrderedDict[str, EncodedVideo] = OrderedDict()
         self._clips: OrderedDict[tuple, Clip] = OrderedDict()
@@ -110,8 +113,8 @@ class VideoQA:
     @classmethod
     def from_pretrained(cls, model: str = "demo", device: str | None = None, dtype: str | None = None,
                         attn_implementation: str = "sdpa", prune: PruneConfig | None = None,
-                        frames: int | None = None, max_new_tokens: int = 64) -> VideoQA:
-        return cls(load_model(model, device, dtype, attn_implementation), prune, frames, max_new_tokens)
+                        frames: int | None = None, max_new_tokens: int = 64, prompt: str = "plain") -> VideoQA:
+        return cls(load_model(model, device, dtype, attn_implementation), prune, frames, max_new_tokens, prompt)
 
     @classmethod
     def from_spec(cls, spec: dict) -> VideoQA:
@@ -195,6 +198,24 @@ class VideoQA:
         embeds[vis_mask] = visual.to(embeds.dtype)
         return embeds, vis_mask
 
+    def text_tokens(self, prompt: str) -> int:
+        """Tokens of the prompt besides the visual ones. The video token is a special token, so the text
+        around it tokenizes the same for any count of it."""
+        return len(self.tokenize(prompt, 1)[0]) - 1
+
+    def plan(self, duration_s: float | None, n_text: int, cfg: PruneConfig, frames: int | None,
+             max_new: int) -> tuple[int, float, object | None]:
+        """(frames to sample, R, the adaptive decision or None) for one question with `n_text` prompt tokens
+        about a clip of `duration_s` seconds. With R=auto both come from the clip's length, the prompt and the
+        memory free on this model's device (so a caller can decode the clip itself, e.g. under a timeout)."""
+        if cfg.method != "none" and cfg.r == "auto":
+            from .pruning.adaptive import decide, free_memory_bytes
+
+            decision = decide(duration_s, self.dims, n_text + max_new, free_memory_bytes(self.device),
+                              k=cfg.layer or 0, frames=frames)
+            return decision.frames, decision.r, decision
+        return frames or DEFAULT_FRAMES, 0.0 if cfg.method == "none" else float(cfg.r), None
+
     def prepare(self, video: str | Path | Clip, question: str, history: list[tuple[str, str]] | None,
                 cfg: PruneConfig, frames: int | None, max_new: int) -> Request:
         """Everything before the LLM for one question: frames, encoding, pruning before the LLM, prompt ids."""
@@ -204,25 +225,16 @@ class VideoQA:
         frames = frames or self.frames
         if frames is not None and frames < 1:
             raise InputError(f"frames must be >= 1, got {frames}")
-        prompt = build_prompt(question.strip(), history)
-        # The video token is a special token, so the text around it tokenizes the same for any count of it.
-        n_text = len(self.tokenize(prompt, 1)[0]) - 1
-        text_tokens = n_text + max_new
-
-        decision = None
+        prompt = build_prompt(question.strip(), history, self.prompt)
+        n_text = self.text_tokens(prompt)
+        duration = None
         if cfg.method != "none" and cfg.r == "auto":
-            from .pruning.adaptive import decide, free_memory_bytes
-
             if isinstance(video, Clip):
                 duration, frames = video.info.duration_s, len(video.frames)
             else:
                 duration = probe_video(video).duration_s
-            decision = decide(duration, self.dims, text_tokens, free_memory_bytes(self.device),
-                              k=cfg.layer or 0, frames=frames)
-            frames, r = decision.frames, decision.r
-        else:
-            r = 0.0 if cfg.method == "none" else float(cfg.r)
-        frames = len(video.frames) if isinstance(video, Clip) else frames or DEFAULT_FRAMES
+        frames, r, decision = self.plan(duration, n_text, cfg, frames, max_new)
+        frames = len(video.frames) if isinstance(video, Clip) else frames
         self.check_context(frames, n_text, cfg, r, max_new)
         clip, t_sample = self.sample(video, frames)
 
@@ -362,7 +374,8 @@ class VideoQA:
             flops = estimate_flops(self.dims, len(req.ids) - len(req.visual), n_vis, len(kept_idx), req.cfg.layer)
             text = self.processor.tokenizer.decode(new_ids[i], skip_special_tokens=True).strip()
             answers.append(Answer(text=text, question=req.question, clip=req.clip, kept=kept,
-                                  decision=req.decision, stats=stats, flops=flops, prune=req.cfg))
+                                  decision=req.decision, stats=stats, flops=flops, prune=req.cfg,
+                                  prompt=self.prompt))
         return answers
 
     def positions(self, req: Request, vis_mask: Tensor) -> Tensor:

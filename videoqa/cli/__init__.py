@@ -16,8 +16,15 @@ from ..errors import VideoQAError
 COMMANDS = ("ask", "tiny", "bench", "batch", "eval", "serve")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad option is one line (the error and where to find help), not the whole usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="videoqa", description="Answer questions about videos with Video-LLaVA "
+    parser = Parser(prog="videoqa", description="Answer questions about videos with Video-LLaVA "
                                      "and training-free visual-token pruning.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -27,7 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return run_command(build_parser().parse_args(argv))
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run a parsed command: a VideoQAError becomes one line on stderr and exit 2."""
     _quiet_libraries()
     try:
         return int(args.func(args) or 0)
