@@ -3,11 +3,14 @@
 Each clip is the short demo scene of samples/synth.py (one coloured shape crossing a textured
 background, now slowly over the whole clip) at FPS frames per second, plus one kind of event:
 
-* ``object``: a second, static shape of another colour appears for 1-3 s somewhere in the frame.
-  Questions: its colour (``event_colour``) and its shape (``event_shape``).
+* ``object``: a second, static shape of another colour, with a white halo, appears for 1-3 s somewhere in
+  the frame. Questions: its colour (``event_colour``) and its shape (``event_shape``).
 * ``flash``: the background turns light grey 1-3 times, each flash 1-3 s (``count``: one/two/three).
-* ``order``: two brief shapes appear one after the other, the two shapes the moving one is not
+* ``order``: two brief haloed shapes appear one after the other, the two shapes the moving one is not
   (``order``: "Which appears first, the square or the triangle?").
+
+The halo marks the brief shape in any single frame, so finding it needs no comparison across frames (which
+a model this small learned too slowly); what matters is whether a sampled frame shows it at all.
 
 Every clip also gets the short clips' questions about the moving shape (``colour``, ``shape``,
 ``direction``), phrased with "moving" so they never mean the brief shape.
@@ -59,6 +62,7 @@ BUCKETS_S = ((4.0, 10.0), (10.0, 30.0), (30.0, 60.0))
 GUARANTEE_FRAMES = 24  # every event (and every gap between flashes) is seen at this many frames or more
 MIN_EVENT_S, MAX_EVENT_S, MIN_GAP_S = 1.0, 3.0, 0.5
 FLASH_RGB = (235, 235, 235)
+HALO_RGB, HALO_SCALE = (255, 255, 255), 1.3  # a white shape 1.3x the size behind each brief object
 COUNT_WORDS = ["one", "two", "three"]
 QUESTION_TYPES = ["colour", "shape", "direction", "event_colour", "event_shape", "count", "order"]
 KIND_TYPES = {"object": ["event_colour", "event_shape"], "flash": ["count"], "order": ["order"]}
@@ -180,6 +184,7 @@ def render(scene: LongScene) -> np.ndarray:
         synth.draw_shape(draw, main.shape, cx, cy, main.radius, synth.COLOURS[main.colour])
         for e in on:
             if e.kind == "object":
+                synth.draw_shape(draw, e.shape, *e.centre, e.radius * HALO_SCALE, HALO_RGB)
                 synth.draw_shape(draw, e.shape, *e.centre, e.radius, synth.COLOURS[e.colour])
         frames.append(np.asarray(img))
     return np.stack(frames)

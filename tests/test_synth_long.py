@@ -45,6 +45,9 @@ def test_events_change_exactly_their_frames(scenes):
         plain = L.render(dataclasses.replace(scene, events=[]))
         changed = {i for i in range(scene.n_frames) if not np.array_equal(frames[i], plain[i])}
         assert changed == event_frames(scene), scene.name
+        objects = {i for e in scene.events if e.kind == "object" for i in range(e.start, e.stop)}
+        haloed = {i for i in range(scene.n_frames) if np.all(frames[i] == L.HALO_RGB, axis=-1).sum() > 20}
+        assert haloed == objects, scene.name
         for e in scene.events:
             for i in range(scene.n_frames):
                 if e.kind == "object":  # the object's own colour at its centre, only while it is shown
