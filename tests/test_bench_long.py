@@ -94,3 +94,20 @@ def test_bad_clip_count_is_one_line(capsys):
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert "--clips" in err and "must be >= 1" in err and len(err.strip().splitlines()) == 1
+
+
+def test_sweep_goal_names_what_fails():
+    from videoqa.bench.long import RowResult
+    from videoqa.bench.long_sweep import format_sweep, goal
+
+    def result(label, short, long_, flops):
+        groups = {"all": (short + long_, 200), "≤10 s": (short, 100), ">30 s": (long_, 100), "event >30 s": (5, 10)}
+        return RowResult(label, groups, {"all": 8.0, "≤10 s": 8.0, ">30 s": 8.0}, 260.0,
+                         {"all": flops, "≤10 s": 0.5, ">30 s": flops}, {}, 0.1, 0)
+
+    ref = result("8 frames, unpruned", 90, 50, 1.0)
+    assert goal(result("a", 90, 60, 1.0), ref) == "yes"
+    assert goal(result("b", 89, 60, 1.0), ref) == "yes"  # one point lost is allowed
+    assert goal(result("c", 88, 59, 1.01), ref) == "no: > 30 s +9.0 < +10, ≤ 10 s -2.0 < −1, FLOPs > 100 %"
+    table = format_sweep([ref, result("a", 90, 60, 1.0)])
+    assert "| a | 8.0 / – / 8.0 | 260 | 50 / – / 100 | 75.0 | 90.0 | – | 60.0 | 50.0 | +10.0 | +0.0 | yes |" in table

@@ -220,7 +220,7 @@ def _pct(x: float | None) -> str:
     return "–" if x is None or x != x else f"{100 * x:.1f}"
 
 
-def _triple(values: dict[str, float], scale: float = 100, spec: str = ".0f") -> str:
+def per_bucket(values: dict[str, float], scale: float = 100, spec: str = ".0f") -> str:
     return " / ".join(f"{scale * values[b]:{spec}}" if values.get(b, math.nan) == values.get(b, math.nan) else "–"
                       for b, _ in BUCKETS)
 
@@ -233,8 +233,8 @@ def format_table(results: list[RowResult], types: list[str]) -> str:
             + [f"event {t}" for t in THIRDS] + types)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
-        cells = [r.label + (f" ({r.errors} errors)" if r.errors else ""), _triple(r.frames, 1, ".1f"), f"{r.kept:.0f}",
-                 _triple(r.flops), _triple(r.flops_7b), _pct(r.prefill_ratio)]
+        cells = [r.label + (f" ({r.errors} errors)" if r.errors else ""), per_bucket(r.frames, 1, ".1f"),
+                 f"{r.kept:.0f}", per_bucket(r.flops), per_bucket(r.flops_7b), _pct(r.prefill_ratio)]
         cells += [_pct(r.accuracy(g)) for g in ["all", *buckets, *[f"event {t}" for t in THIRDS], *types]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
