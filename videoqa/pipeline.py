@@ -279,7 +279,8 @@ class VideoQA:
         room = self.dims.context - len(ids) - hidden
         return Request(question=question, clip=clip, enc=enc, encode_cached=cached, ids=ids, visual=visual,
                        cfg=cfg, r=r, decision=decision, kept=kept_idx, scores=scores, details=details,
-                       max_new=min(max_new, room), context_capped=room < max_new, t_start=t_start, t_sample=t_sample, t_encode=t_encode)
+                       max_new=min(max_new, room), context_capped=room < max_new, t_start=t_start,
+                       t_sample=t_sample, t_encode=t_encode)
 
     def check_context(self, frames: int, n_text: int, cfg: PruneConfig, r: float, max_new: int) -> None:
         """Refuse a frame count whose prompt cannot fit the context window, before any frame is decoded.
