@@ -19,6 +19,8 @@ class Stats:
     kept_visual_tokens: int
     prompt_tokens: int  # tokens the LLM's first layer sees
     new_tokens: int
+    max_new_tokens: int  # the cap this answer ran under: the one asked for, or the room left in the context
+    context_capped: bool  # the context's end, not the asked cap, set max_new_tokens
     t_sample: float  # decoding the video file into frames
     t_encode: float  # preprocessing + vision tower + projector (0 when cached)
     t_prefill: float
@@ -51,8 +53,11 @@ class Answer:
     @property
     def warnings(self) -> list[str]:
         """What the video file could not give (frames lost to damage, a single image): the clip's warnings.
-        The adaptive choice's own warnings are in `decision.warnings`."""
-        return list(self.clip.warnings)
+        The adaptive choice's own warnings are in `decision.warnings`. Also an answer cut by the context's end."""
+        s = self.stats
+        cut = [f"the answer stopped at the end of the model's context after {s.new_tokens} new tokens"
+               ] if s.context_capped and s.new_tokens >= s.max_new_tokens else []
+        return list(self.clip.warnings) + cut
 
     def to_dict(self) -> dict:
         return {

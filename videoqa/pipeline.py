@@ -34,6 +34,7 @@ from .video import Clip, probe_video, sample_frames
 
 DEFAULT_FRAMES = 8  # what Video-LLaVA was trained with
 CACHE_SIZE = 8  # encoded videos kept per pipeline (follow-up questions reuse them)
+ANSWER_RESERVE = 64  # context room an answer gets when frames are planned; a larger cap runs on to the end
 
 
 @dataclass
@@ -62,7 +63,8 @@ class Request:
     kept: list[int] | None  # chosen before the LLM (vispruner, random); None: all, or FastV decides later
     scores: list[float] | None
     details: dict
-    max_new: int
+    max_new: int  # the asked cap, or less where the context ends first
+    context_capped: bool
     t_start: float
     t_sample: float
     t_encode: float
@@ -256,9 +258,12 @@ class VideoQA:
                 duration, frames = video.info.duration_s, len(video.frames)
             else:
                 duration = probe_video(video).duration_s
-        frames, r, decision = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share)
+        # A cap beyond the usual answer (the official protocol asks for 1024) must not cost frames: plan with
+        # the usual room and let the answer run on to the context's end at most.
+        reserve = min(max_new, ANSWER_RESERVE)
+        frames, r, decision = self.plan(duration, n_text, cfg, frames, reserve, free_bytes, share)
         frames = len(video.frames) if isinstance(video, Clip) else frames
-        self.check_context(frames, n_text, cfg, r, max_new)
+        self.check_context(frames, n_text, cfg, r, reserve)
         clip, t_sample = self.sample(video, frames)
 
         t0 = self.clock()
@@ -269,9 +274,12 @@ class VideoQA:
         if kept_idx is not None:
             visual = visual[torch.as_tensor(kept_idx, device=visual.device)]
         ids = self.tokenize(question_text, history, len(visual))[0]
+        hidden = enc.layout.n_tokens - len(visual) if cfg.keep_positions else 0  # positions the pruned ones hold
+        room = self.dims.context - len(ids) - hidden
         return Request(question=question, clip=clip, enc=enc, encode_cached=cached, ids=ids, visual=visual,
                        cfg=cfg, r=r, decision=decision, kept=kept_idx, scores=scores, details=details,
-                       max_new=max_new, t_start=t_start, t_sample=t_sample, t_encode=t_encode)
+                       max_new=min(max_new, room), context_capped=room < max_new, t_start=t_start,
+                       t_sample=t_sample, t_encode=t_encode)
 
     def check_context(self, frames: int, n_text: int, cfg: PruneConfig, r: float, max_new: int) -> None:
         """Refuse a frame count whose prompt cannot fit the context window, before any frame is decoded.
@@ -391,7 +399,8 @@ class VideoQA:
             stats = Stats(
                 frames=len(req.clip.frames), distinct_frames=req.clip.distinct_frames, visual_tokens=n_vis,
                 kept_visual_tokens=len(kept_idx),
-                prompt_tokens=len(req.ids), new_tokens=len(new_ids[i]), t_sample=req.t_sample,
+                prompt_tokens=len(req.ids), new_tokens=len(new_ids[i]), max_new_tokens=req.max_new,
+                context_capped=req.context_capped, t_sample=req.t_sample,
                 t_encode=req.t_encode, t_prefill=t_prefill, t_rank=state.t_rank, t_generate=t_generate,
                 t_total=self.clock() - req.t_start,
                 tokens_per_s=len(new_ids[i]) / t_generate if t_generate > 0 else 0.0,
