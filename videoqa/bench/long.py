@@ -39,6 +39,7 @@ BUCKETS = (("≤10 s", 10.0), ("10–30 s", 30.0), (">30 s", math.inf))  # (labe
 THIRDS = ("first", "middle", "last")
 FASTVID_RATIOS = (0.5, 0.75, 0.9, 0.95)
 FRAME_FLOOR = 0.5  # the floor row's share (chosen on the validation split)
+LONG_K = 2  # FastV's layer in this table's rows (chosen on the validation split)
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class Row:
         return re.sub(r"[^a-z0-9.]+", "-", self.label.lower()).strip("-") + "-" + digest
 
 
-def default_rows(k: int = 2) -> list[Row]:
+def default_rows(k: int = LONG_K) -> list[Row]:
     fastv = PruneConfig(method="fastv", k=k, r="auto")
     rows = [
         Row("8 frames, unpruned", PruneConfig(method="none"), 8),
@@ -288,7 +289,7 @@ def evaluate_rows(qa, root: Path, runs: Path, rows: list[Row], model: str, split
 
 
 def run_long(model: str = "demo-long", runs_dir: str | Path = "runs/long", clips: int | None = None,
-             device: str | None = None, split: str = "test", rows: list[Row] | None = None, k: int = 2) -> str:
+             device: str | None = None, split: str = "test", rows: list[Row] | None = None, k: int = LONG_K) -> str:
     """The long-clip table (and its plot) for `model` on the first `clips` clips of `split`."""
     from ..pipeline import VideoQA
 

@@ -22,7 +22,8 @@ def register(sub) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--attn", default="sdpa", choices=["sdpa", "flash_attention_2", "eager"])
-    p.add_argument("--k", type=int, default=2)
+    p.add_argument("--k", type=int, default=None,
+                   help="FastV's layer K (default: 2; long: the K the policy sweep chose, LONG_K)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--decode-tokens", type=int, default=16)
     p.add_argument("--no-memory", action="store_true", help="skip the per-method peak-memory processes")
@@ -59,28 +60,29 @@ def run(args: argparse.Namespace) -> int:
 
 def suite_text(suite: str, args: argparse.Namespace) -> str:
     setup = Setup(preset=args.preset, device=args.device, dtype=args.dtype, attn=args.attn)
+    k = 2 if args.k is None else args.k
     if suite == "llm":
         from ..bench.llm import run_llm
 
-        return run_llm(setup, args.k, args.repeats, args.decode_tokens, memory=not args.no_memory)
+        return run_llm(setup, k, args.repeats, args.decode_tokens, memory=not args.no_memory)
     if suite == "frames":
         from ..bench.llm import run_frames
 
-        return run_frames(setup, args.k, args.repeats)
+        return run_frames(setup, k, args.repeats)
     if suite == "video":
         from ..bench.video import run_video
 
         return run_video(args.videos, repeats=args.repeats)
     if suite == "long":
-        from ..bench.long import run_long
+        from ..bench.long import LONG_K, run_long
 
         if args.sweep:
             from ..bench.long_sweep import run_sweep
 
             return run_sweep(args.model or "demo-long", args.runs_dir or "runs/long", args.clips, device=args.device)
         return run_long(args.model or "demo-long", args.runs_dir or "runs/long", args.clips, device=args.device,
-                        split=args.split, k=args.k)
+                        split=args.split, k=LONG_K if args.k is None else args.k)
     from ..bench.accuracy import run_accuracy
 
     return run_accuracy(args.model or "demo", args.runs_dir or "runs/accuracy",
-                        100 if args.clips is None else args.clips, device=args.device, k=args.k)
+                        100 if args.clips is None else args.clips, device=args.device, k=k)
