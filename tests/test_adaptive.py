@@ -23,6 +23,7 @@ GiB = 1 << 30
 DIMS = video_llava_7b_dims()  # 32 layers, d=4096, 257 tokens per frame, context 4096, bf16
 TEXT = 64
 AMPLE = 80 * GiB
+EVERY_3S = AdaptivePolicy(seconds_per_frame=3.0)  # the worked figures below use one frame per 3 s
 
 
 def _fits(d: Decision) -> bool:
@@ -37,7 +38,7 @@ def test_eight_frames_with_ample_memory_is_the_paper_default():
 
 
 def test_frames_grow_with_length_and_stop_at_the_context():
-    frames = [frames_for_duration(s, DIMS, TEXT) for s in (5, 24, 25, 30, 42, 45, 180, 3600)]
+    frames = [frames_for_duration(s, DIMS, TEXT, EVERY_3S) for s in (5, 24, 25, 30, 42, 45, 180, 3600)]
     assert frames == [8, 8, 9, 10, 14, 15, 15, 15]
     # 15 x 257 + text + answer fits 4096; 16 frames would not
     assert 15 * 257 + TEXT + AdaptivePolicy().new_tokens <= DIMS.context < 16 * 257 + TEXT
@@ -46,7 +47,7 @@ def test_frames_grow_with_length_and_stop_at_the_context():
 
 
 def test_longer_video_more_frames_and_higher_r():
-    ds = [decide(s, DIMS, TEXT, AMPLE, k=2) for s in (5, 30, 180)]
+    ds = [decide(s, DIMS, TEXT, AMPLE, k=2, policy=EVERY_3S) for s in (5, 30, 180)]
     assert [d.frames for d in ds] == [8, 10, 15]
     assert ds[0].r < ds[1].r < ds[2].r
     # the kept count grows, but slower than the frame count
@@ -154,10 +155,16 @@ def test_reproducible_consistent_and_clamped():
 
 
 def test_describe_and_to_dict():
-    d = decide(30, DIMS, TEXT, 24 * GiB, k=2)
+    d = decide(30, DIMS, TEXT, 24 * GiB, k=2, policy=EVERY_3S)
     line = describe(d)
     assert "\n" not in line and "10 frames" in line and f"keep {d.kept}" in line and "budget" in line
     assert d.to_dict()["memory"]["kv_bytes"] == d.memory["kv_bytes"]
+
+
+def test_default_rate_is_one_frame_per_6_s():
+    """The long-clip sweep's choice: clips up to 48 s keep the 8 training frames, a 60 s clip gets 10."""
+    frames = [frames_for_duration(s, DIMS, TEXT) for s in (10, 48, 49, 60, 90, 3600)]
+    assert frames == [8, 8, 9, 10, 15, 15]
 
 
 def test_free_memory_bytes_cpu():
