@@ -12,6 +12,7 @@ Batches are left-padded; each sample is ranked and pruned on its own.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -69,9 +70,19 @@ def _layer_mask(decoder, key_mask: Tensor, q_len: int, dtype: torch.dtype) -> Te
     return mask[:, None]
 
 
-def _run_layer(decoder, i: int, h: Tensor, mask, pos_emb, position_ids: Tensor, cache: DynamicCache) -> Tensor:
+def cache_keyword(decoder) -> str:
+    """The decoder layers' cache argument: `cache` from transformers 5.24, `past_key_values` before.
+
+    (5.24 still accepts `past_key_values`, but with a deprecation warning on every call.)"""
+    params = inspect.signature(type(decoder.layers[0]).forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _run_layer(decoder, i: int, h: Tensor, mask, pos_emb, position_ids: Tensor, cache: DynamicCache,
+               cache_kw: str) -> Tensor:
     out = decoder.layers[i](
-        h, attention_mask=mask, position_embeddings=pos_emb, position_ids=position_ids, cache=cache, use_cache=True
+        h, attention_mask=mask, position_embeddings=pos_emb, position_ids=position_ids, use_cache=True,
+        **{cache_kw: cache},
     )
     return out[0] if isinstance(out, tuple) else out
 
@@ -101,6 +112,7 @@ def prefill(
     h = inputs_embeds
     pos_emb = decoder.rotary_emb(h, position_ids=position_ids)
     mask = _layer_mask(decoder, key_mask, n, h.dtype)
+    cache_kw = cache_keyword(decoder)
     offsets = [int(visual_mask[i].nonzero()[0]) if visual_mask[i].any() else -1 for i in range(b)]
     h_in = h  # input of the layer just run: layer K-1's, when ranking
     result = PrefillResult(
@@ -117,7 +129,7 @@ def prefill(
             pos_emb = decoder.rotary_emb(h, position_ids=position_ids)
             mask = _layer_mask(decoder, pruned_mask, h.shape[1], h.dtype)
         h_in = h
-        h = _run_layer(decoder, i, h, mask, pos_emb, position_ids, cache)
+        h = _run_layer(decoder, i, h, mask, pos_emb, position_ids, cache, cache_kw)
     result.logits = lm_head(decoder.norm(h[:, -1:]))[:, 0].float()
     return result
 
@@ -160,8 +172,9 @@ def decode_one_token(model, state: PrefillResult, token_embeds: Tensor) -> Tenso
     pruned = None if state.pruned_mask is None else _layer_mask(decoder, state.pruned_mask, 1, token_embeds.dtype)
     h = token_embeds
     k = state.k if state.k is not None else decoder.config.num_hidden_layers
+    cache_kw = cache_keyword(decoder)
     for i in range(decoder.config.num_hidden_layers):
-        h = _run_layer(decoder, i, h, full if i < k else pruned, pos_emb, position_ids, state.cache)
+        h = _run_layer(decoder, i, h, full if i < k else pruned, pos_emb, position_ids, state.cache, cache_kw)
     state.next_position = state.next_position + 1
     return lm_head(decoder.norm(h))[:, 0].float()
 
