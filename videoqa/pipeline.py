@@ -22,7 +22,7 @@ import torch
 from einops import rearrange
 from torch import Tensor
 
-from . import engine
+from . import engine, static_decode
 from .answer import Answer, Stats
 from .errors import InputError
 from .model import LoadedModel, build_prompt, load_model
@@ -93,7 +93,7 @@ class VideoQA:
     """A loaded Video-LLaVA with pruning defaults and a small cache of encoded videos."""
 
     def __init__(self, loaded: LoadedModel, prune: PruneConfig | None = None, frames: int | None = None,
-                 max_new_tokens: int = 64):
+                 max_new_tokens: int = 64, decode: str = "eager"):
         self.model = loaded.model
         self.processor = loaded.processor
         self.device = loaded.device
@@ -103,6 +103,8 @@ class VideoQA:
         self.prune = (prune or PruneConfig()).validate(self.dims.n_layers)
         self.frames = frames
         self.max_new_tokens = max_new_tokens
+        # "static": a preallocated KV cache; "compiled": that step under torch.compile (a CUDA graph on GPUs)
+        self.decoder = static_decode.decoder_for(self.model, decode)
         self.encode_count = 0  # vision-tower runs: follow-ups on a cached clip do not add to it
         self._encoded: OrderedDict[str, EncodedVideo] = OrderedDict()
         self._clips: OrderedDict[tuple, Clip] = OrderedDict()
@@ -110,8 +112,8 @@ class VideoQA:
     @classmethod
     def from_pretrained(cls, model: str = "demo", device: str | None = None, dtype: str | None = None,
                         attn_implementation: str = "sdpa", prune: PruneConfig | None = None,
-                        frames: int | None = None, max_new_tokens: int = 64) -> VideoQA:
-        return cls(load_model(model, device, dtype, attn_implementation), prune, frames, max_new_tokens)
+                        frames: int | None = None, max_new_tokens: int = 64, decode: str = "eager") -> VideoQA:
+        return cls(load_model(model, device, dtype, attn_implementation), prune, frames, max_new_tokens, decode)
 
     @classmethod
     def from_spec(cls, spec: dict) -> VideoQA:
@@ -296,7 +298,10 @@ class VideoQA:
         new_ids: list[list[int]] = [[] for _ in requests]
         texts = ["" for _ in requests]
         done = [False] * len(requests)
-        for tokens in engine.decode_n_tokens(self.model, state, max(req.max_new for req in requests), eos):
+        max_new = max(req.max_new for req in requests)
+        steps = (engine.decode_n_tokens(self.model, state, max_new, eos) if self.decoder is None
+                 else self.decoder.decode_n_tokens(state, max_new, eos))
+        for tokens in steps:
             for i, token in enumerate(tokens.tolist()):
                 if done[i]:
                     continue

@@ -30,6 +30,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--frames", type=int, default=None,
                    help="frames to sample (default: 8, or chosen from the video's length with --r auto)")
     g.add_argument("--max-new-tokens", type=int, default=64)
+    g.add_argument("--compile", action="store_true",
+                   help="decode on a static KV cache with a torch.compile'd step (a CUDA graph on GPUs); the "
+                        "first answer pays the compilation")
 
 
 def add_prune_options(p: argparse.ArgumentParser) -> None:
@@ -77,6 +80,7 @@ def model_spec_from_args(args: argparse.Namespace) -> dict:
         "prune": asdict(prune_from_args(args)),
         "frames": args.frames,
         "max_new_tokens": args.max_new_tokens,
+        "decode": "compiled" if args.compile else "eager",
     }
 
 
