@@ -57,15 +57,21 @@ def time_mode(model, state: engine.PrefillResult, mode: str, n_tokens: int,
 
 
 def decode_rows(setup: Setup, plans: list[tuple[str, float]], n_tokens: int, compile: bool, k: int = 2,
-                repeats: int = 2, model=None) -> list[dict]:
+                repeats: int = 2, model=None, inputs=None, decoders: dict | None = None) -> list[dict]:
     """ms/token of each decode mode (best of `repeats`, modes interleaved), for each (method, R) in `plans`
-    ("none" or "fastv"). The warm-up column is the first run's (the compilation, for the compiled step)."""
+    ("none" or "fastv"). The warm-up column is the first run's (the compilation, for the compiled step).
+
+    By default a random-weight decoder of `setup`'s preset and its synthetic prompt; `model` and `inputs`
+    (embeds, attention mask, visual mask) replace them, `decoders` reuses StaticDecoders (and their compiled
+    graphs) across calls."""
     model = model if model is not None else build_lm(setup)
     modes = ["eager", "static"] + (["compiled"] if compile else [])
-    decoders = {"static": StaticDecoder(model)}
+    if decoders is None:
+        decoders = {}
+    decoders.setdefault("static", StaticDecoder(model))
     if compile:
-        decoders["compiled"] = StaticDecoder(model, compile=True)
-    inputs = make_prompt(model, setup.frames)
+        decoders.setdefault("compiled", StaticDecoder(model, compile=True))
+    inputs = inputs if inputs is not None else make_prompt(model, setup.frames)
     rows = []
     for method, r in plans:
         plan = FastVPlan(k=k, r=r) if method == "fastv" else None
