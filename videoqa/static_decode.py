@@ -119,8 +119,9 @@ def decode_step(model, cache: StaticKVCache, tokens: Tensor, step: Tensor) -> tu
     writer = _SlotWriter(cache, slots)
     cache_kw = cache_keyword(decoder)
     for i, layer in enumerate(decoder.layers):
-        out = layer(h, attention_mask=masks[int(i >= cache.k)], position_embeddings=pos_emb, position_ids=position,
-                    use_cache=True, **{cache_kw: writer})
+        # RoPE comes in pos_emb; no position_ids: FlashAttention-2 would read FastV's gaps as packed sequences.
+        out = layer(h, attention_mask=masks[int(i >= cache.k)], position_embeddings=pos_emb, use_cache=True,
+                    **{cache_kw: writer})
         h = out[0] if isinstance(out, tuple) else out
     logits = lm_head(decoder.norm(h))[:, 0].float()
     return logits, logits.argmax(-1)
@@ -151,7 +152,7 @@ class StaticDecoder:
 
     @torch.inference_mode()
     def decode_n_tokens(self, state: PrefillResult, max_new_tokens: int,
-                        eos_token_id: int | None) -> Iterator[Tensor]:
+                        eos_token_id: int | list[int] | None) -> Iterator[Tensor]:
         """Same contract and tokens as `engine.decode_n_tokens`. The prefill's cache is moved into the static one
         (`state.cache` becomes the StaticKVCache), so the KV cache is never held twice."""
         decoder, _ = language_parts(self.model)
@@ -159,11 +160,12 @@ class StaticDecoder:
         state.cache = cache
         next_tokens = state.logits.argmax(-1)
         done = torch.zeros_like(next_tokens, dtype=torch.bool)
+        eos = torch.tensor([] if eos_token_id is None else eos_token_id, dtype=torch.long,
+                           device=next_tokens.device).reshape(-1)  # one id or several (any of them ends)
         step = torch.zeros(1, dtype=torch.long, device=next_tokens.device)
         for i in range(max_new_tokens):
             yield next_tokens
-            if eos_token_id is not None:
-                done |= next_tokens == eos_token_id
+            done |= torch.isin(next_tokens, eos)
             if bool(done.all()) or i == max_new_tokens - 1:
                 return
             _, next_tokens = self.step(cache, next_tokens, step)
