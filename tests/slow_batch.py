@@ -1,9 +1,10 @@
-"""`videoqa batch` that pauses after writing each record, so a test can kill it mid-run.
+"""`videoqa batch` that pauses after writing each record until a gate file exists, so a test can kill it or
+race it mid-run without guessing how long anything takes.
 
-    python tests/slow_batch.py SECONDS [videoqa batch arguments...]
+    python tests/slow_batch.py GATE [videoqa batch arguments...]
 
-The run is the command's own (its parser, work list, engine and results file); only the pause is added,
-around the engine's records.
+The run is the command's own (its parser, work list, keys, lock, results file, error lines and exit
+codes); only the pause is added, around the engine's records.
 """
 
 from __future__ import annotations
@@ -11,27 +12,29 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
 
-from videoqa.batch.run import Produce, run_batch
-from videoqa.batch.worklist import WorkItem, collect_work
-from videoqa.cli import build_parser
+from videoqa.batch.run import Produce
+from videoqa.batch.worklist import WorkItem
+from videoqa.cli import batch, build_parser, run_command
 from videoqa.cli.options import engine_from_args
 
 
-def slowly(produce: Produce, seconds: float) -> Produce:
+def gated(produce: Produce, gate: Path) -> Produce:
     def run(todo: list[WorkItem]) -> Iterator[dict]:
         for record in produce(todo):
             yield record
-            time.sleep(seconds)  # the record is written and fsynced before the generator resumes
+            while not gate.exists():  # the record is written and fsynced before the generator resumes
+                time.sleep(0.02)
 
     return run
 
 
 def main(argv: list[str]) -> int:
-    seconds, args = float(argv[0]), build_parser().parse_args(["batch", *argv[1:]])
-    items = collect_work(args.paths, [args.question])
-    run_batch(items, args.out, slowly(engine_from_args(args), seconds), progress=False)
-    return 0
+    gate, args = Path(argv[0]), build_parser().parse_args(["batch", *argv[1:]])
+    args.func = partial(batch.run, engine=lambda a: gated(engine_from_args(a), gate))
+    return run_command(args)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """videoqa: video question answering with Video-LLaVA and training-free visual-token pruning."""
 
-from .errors import InputError, ModelLoadError, VideoError, VideoQAError
+from .errors import BusyError, InputError, ModelLoadError, VideoError, VideoQAError
 from .pruning import KeptTokens, PruneConfig
 
-__all__ = ["Answer", "InputError", "KeptTokens", "ModelLoadError", "PruneConfig", "VideoError", "VideoQA",
+__all__ = ["Answer", "BusyError", "InputError", "KeptTokens", "ModelLoadError", "PruneConfig", "VideoError", "VideoQA",
            "VideoQAError"]
 
 

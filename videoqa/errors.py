@@ -20,3 +20,7 @@ class ModelLoadError(VideoQAError):
 
 class InputError(VideoQAError):
     """A question, option or setting is out of range (too long for the context, K or R invalid, ...)."""
+
+
+class BusyError(VideoQAError):
+    """Another run is writing the same results file."""

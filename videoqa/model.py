@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib.resources
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .errors import ModelLoadError
+from .errors import InputError, ModelLoadError
 
 DEFAULT_MODEL = "LanguageBind/Video-LLaVA-7B-hf"
 # Short names for the models shipped in `videoqa.samples`: name -> (folder, the script that trains it).
@@ -39,7 +41,8 @@ def packaged_path(name: str) -> Path:
 
 
 def resolve_model(name: str) -> str:
-    """'demo' (or another shipped name) -> its folder; a local folder or a Hugging Face id is returned unchanged."""
+    """'demo' (or another shipped name) -> its folder; a local folder -> its path; an org/name Hugging Face id
+    -> unchanged. A name meant as a folder that is not one fails here, at once, not after a hub lookup."""
     if name in NAMED_MODELS:
         folder, script = NAMED_MODELS[name]
         path = packaged_path(folder)
@@ -49,7 +52,57 @@ def resolve_model(name: str) -> str:
                 f"or pass --model with a Hugging Face id or a local folder"
             )
         return str(path)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return str(path)
+    if _looks_like_path(name):
+        raise ModelLoadError(f"cannot load model {name!r}: " + ("not a folder" if path.exists() else "no such folder"))
+    if "/" not in name:
+        raise ModelLoadError(f"cannot load model {name!r}: no such folder, and neither a model shipped with videoqa "
+                             f"({', '.join(NAMED_MODELS)}) nor a Hugging Face id (org/name)")
     return name
+
+
+def _looks_like_path(name: str) -> bool:
+    """A folder was meant, not an org/name hub id: it starts like a path, has several parts, or its first part
+    exists here (e.g. 'models/videollava' typed in a folder that has models/)."""
+    parts = name.split("/")
+    return (name.startswith(("/", ".", "~")) or "\\" in name or len(parts) > 2
+            or (len(parts) == 2 and Path(parts[0]).exists()))
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+
+    flags = (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE"))
+    return constants.HF_HUB_OFFLINE or any((f or "").upper() in ("1", "ON", "YES", "TRUE") for f in flags)
+
+
+def hub_unreachable(repo_id: str, model_info: Callable | None = None, timeout_s: float = 10.0) -> str | None:
+    """Ask the hub about `repo_id` once, with a bounded wait: None when it answers; otherwise why it cannot be
+    asked (offline mode, no network, a proxy that does not answer), and the model is then read from the local
+    cache only, instead of through the downloader's retries. A model the hub does not have, or keeps behind a
+    login, is a ModelLoadError. `model_info` replaces `HfApi().model_info` (tests)."""
+    from huggingface_hub import HfApi, errors
+
+    if _offline():
+        return "offline mode: HF_HUB_OFFLINE is set"
+    try:
+        (model_info or HfApi().model_info)(repo_id, timeout=timeout_s)
+    except errors.GatedRepoError:
+        raise ModelLoadError(f"cannot load model {repo_id!r}: it is gated on the Hugging Face hub; accept its terms "
+                             f"on huggingface.co and log in with `hf auth login`") from None
+    except errors.RepositoryNotFoundError:
+        raise ModelLoadError(f"cannot load model {repo_id!r}: no such model on the Hugging Face hub (a private one "
+                             f"needs `hf auth login`)") from None
+    except Exception as e:  # DNS, connection refused, proxy, timeout, a hub error: one try, then the cache
+        return f"{type(e).__name__}: {_first_line(e)}"
+    return None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
 
 
 def pick_device(device: str | None) -> torch.device:
@@ -94,31 +147,63 @@ def load_model(
         except ImportError:
             raise ModelLoadError("--attn flash_attention_2 needs the flash-attn package (pip install "
                                  "flash-attn); use --attn sdpa otherwise") from None
+    unreachable = None if Path(path).is_dir() else hub_unreachable(path)
     try:
-        processor = VideoLlavaProcessor.from_pretrained(path)
-        model = VideoLlavaForConditionalGeneration.from_pretrained(
-            path, dtype=dt, attn_implementation=attn_implementation
+        processor = VideoLlavaProcessor.from_pretrained(path, local_files_only=unreachable is not None)
+        # Mismatched shapes are reported below, by name, instead of the library's RuntimeError.
+        model, info = VideoLlavaForConditionalGeneration.from_pretrained(
+            path, dtype=dt, attn_implementation=attn_implementation, local_files_only=unreachable is not None,
+            ignore_mismatched_sizes=True, output_loading_info=True,
         )
-    except (OSError, ValueError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ModelLoadError(
-            f"cannot load model {name!r}: {first}. If you are offline or the id is wrong, download the "
-            f"checkpoint elsewhere (`hf download {DEFAULT_MODEL} --local-dir DIR`) and pass --model DIR"
-        ) from None
+    except Exception as e:  # a missing file, a corrupt or truncated one, a bad config: one line
+        raise _load_error(name, path, e, unreachable) from None
+    if info["mismatched_keys"]:
+        key, got, want = sorted(info["mismatched_keys"])[0]
+        raise ModelLoadError(f"cannot load model {name!r}: its weights do not match its config.json "
+                             f"({len(info['mismatched_keys'])} tensors differ, e.g. {key}: {tuple(got)} in the "
+                             f"checkpoint, {tuple(want)} in the model the config describes)")
     model.to(dev).eval()
     # Batched prompts must be left-padded so every sample's last token is at the end.
     processor.tokenizer.padding_side = "left"
     return LoadedModel(model=model, processor=processor, device=dev, dtype=dt, name=name)
 
 
-def build_prompt(question: str, history: list[tuple[str, str]] | None = None) -> str:
-    """The checkpoint's template: `USER: <video>\\n{question} ASSISTANT:`; earlier turns come first.
+def _load_error(name: str, path: str, e: Exception, unreachable: str | None) -> ModelLoadError:
+    from safetensors import SafetensorError
+
+    if unreachable is not None:
+        return ModelLoadError(
+            f"cannot load model {name!r}: the Hugging Face hub cannot be reached ({unreachable}) and the model is "
+            f"not in the local cache; download it where there is network (`hf download {path} --local-dir DIR`) "
+            f"and pass --model DIR"
+        )
+    if isinstance(e, SafetensorError):
+        return ModelLoadError(f"cannot load model {name!r}: a .safetensors file is truncated or corrupt "
+                              f"({_first_line(e)}); download it again")
+    return ModelLoadError(f"cannot load model {name!r}: {_first_line(e)}")
+
+
+
+# Prompt templates by name. `plain` is the checkpoint's chat template; `official` is the `llava_v1`
+# conversation Video-LLaVA's evaluation scripts use: its system preamble, then the same turns after a " "
+# separator (SeparatorStyle.TWO: " " after a user turn, "</s>" after an assistant turn).
+LLAVA_V1_SYSTEM = (
+    "A chat between a curious human and an artificial intelligence assistant. "
+    "The assistant gives helpful, detailed, and polite answers to the human's questions."
+)
+PROMPT_TEMPLATES = {"plain": "", "official": LLAVA_V1_SYSTEM + " "}
+
+
+def build_prompt(question: str, history: list[tuple[str, str]] | None = None, template: str = "plain") -> str:
+    """`[preamble ]USER: <video>\n{question} ASSISTANT:`; earlier turns come first.
 
     Earlier answers end with `</s>` as in the Vicuna v1 conversation format the model was trained on.
     """
+    if template not in PROMPT_TEMPLATES:
+        raise InputError(f"unknown prompt template {template!r}; choose {' or '.join(PROMPT_TEMPLATES)}")
     turns = list(history or []) + [(question, None)]
     parts = []
     for i, (q, a) in enumerate(turns):
         user = f"USER: <video>\n{q}" if i == 0 else f"USER: {q}"
         parts.append(f"{user} ASSISTANT:" + ("" if a is None else f" {a}</s>"))
-    return "".join(parts)
+    return PROMPT_TEMPLATES[template] + "".join(parts)

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .store import ResultsWriter, latest_by_key, read_records, rewrite_without
+from .lock import exclusive
+from .store import ResultsWriter, compact, latest_by_key, needs_compaction, prepare_out, read_records
 from .worklist import WorkItem
 
 AnswerFn = Callable[[str, str], dict]
@@ -33,6 +34,7 @@ class BatchSummary:
     errors: int
     seconds: float  # from the first record asked for to the last one written
     startup_s: float = 0.0  # starting the engine: loading the model, or joining Ray
+    phases: tuple[tuple[str, float], ...] = ()  # the engine's own account (Ray: connect, model load, processing)
 
     @property
     def clips_per_s(self) -> float:
@@ -41,10 +43,16 @@ class BatchSummary:
     def line(self) -> str:
         return (
             f"{self.ran} run ({self.ok} ok, {self.errors} errors) in {self.seconds:.1f}s "
-            f"({self.clips_per_s:.2f} clips/s, engine start {self.startup_s:.1f}s); "
+            f"({self.clips_per_s:.2f} clips/s, {self._timing()}); "
             f"{self.already_done} already done, "
             f"{self.skipped_errors} earlier errors kept (retry with --retry-errors) -> {self.out}"
         )
+
+
+    def _timing(self) -> str:
+        if self.phases:
+            return ", ".join(f"{name} {s:.1f}s" for name, s in self.phases)
+        return f"engine start {self.startup_s:.1f}s"
 
 
 def summarize_answer(answer: dict) -> dict:
@@ -56,7 +64,7 @@ def summarize_answer(answer: dict) -> dict:
     rec = {"answer": answer["answer"], "warnings": answer.get("warnings", [])}
     if isinstance(answer.get("kept"), dict):
         rec["kept"] = {k: v for k, v in answer["kept"].items() if k != "scores"}
-    for k in ("prune", "decision", "flops", "stats"):
+    for k in ("prune", "prompt", "decision", "flops", "stats"):
         if k in answer:
             rec[k] = answer[k]
     if isinstance(answer.get("video"), dict):  # which frames were sampled, not the whole probe
@@ -105,27 +113,34 @@ def plan(items: list[WorkItem], done: dict[str, dict], retry_errors: bool) -> tu
 
 
 def run_batch(items: list[WorkItem], out: str | Path, produce: Produce, *, retry_errors: bool = False,
-              progress: bool = True) -> BatchSummary:
+              progress: bool = True, wait: bool = False) -> BatchSummary:
     """Run `produce` over the items not yet in `out` and append its records as they arrive.
 
     `produce(todo)` yields one record per item, in any order (e.g. `local_records`, `ray_records`).
+    The run holds `out`'s lock from reading what is done to writing the last record, so two runs never
+    do the same item or write the same file; another run holding it raises BusyError (or, with `wait`,
+    this run waits, then resumes from what that one wrote). The engine starts only once the lock is held.
     """
     out = Path(out)
-    done = latest_by_key(read_records(out))
-    todo, n_done, n_err = plan(items, done, retry_errors)
-    retried = {it.key for it in todo if it.key in done}
-    if retried:
-        rewrite_without(out, retried)
-    ok = errors = 0
-    t0 = time.perf_counter()
-    startup = 0.0
-    if todo:
-        records = produce(todo)  # engines start (load the model, join Ray) here, before the bar
-        startup = time.perf_counter() - t0
+    prepare_out(out)
+    with exclusive(out, wait=wait):
+        records = read_records(out)
+        done = latest_by_key(records)
+        todo, n_done, n_err = plan(items, done, retry_errors)
+        retried = {it.key for it in todo if it.key in done}
+        if needs_compaction(records, retried):
+            compact(out, records, retried)
+        ok = errors = 0
         t0 = time.perf_counter()
-        ok, errors = _write_all(records, out, len(todo), progress)
+        startup, phases = 0.0, ()
+        if todo:
+            produced = produce(todo)  # engines start (load the model, join Ray) here, before the bar
+            startup = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            ok, errors = _write_all(produced, out, len(todo), progress)
+            phases = tuple(getattr(produced, "phases", {}).items())
     return BatchSummary(out=str(out), total=len(items), already_done=n_done, skipped_errors=n_err, ran=ok + errors,
-                        ok=ok, errors=errors, seconds=time.perf_counter() - t0, startup_s=startup)
+                        ok=ok, errors=errors, seconds=time.perf_counter() - t0, startup_s=startup, phases=phases)
 
 
 def _write_all(records: Iterable[dict], out: Path, total: int, progress: bool) -> tuple[int, int]:

@@ -2,8 +2,9 @@
 
 The file is the source of truth of a batch run. Every record is appended, flushed and fsynced when it
 exists, so killing the run loses at most the record in flight; a torn last line is ignored on reading and
-cut before the next append. Records of errors about to be retried are removed first (atomically), so each
-key appears once.
+cut before the next append. Only the run holding the file's lock (`lock.exclusive`) appends to it or
+compacts it; compaction (dropping errors about to be retried, and duplicates an older videoqa wrote)
+writes a new file and renames it over the old one, so a kill leaves either the old or the new file whole.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+
+from ..errors import InputError
 
 
 def read_records(path: str | Path) -> list[dict]:
@@ -51,9 +54,17 @@ def drop_torn_tail(path: Path) -> None:
         f.truncate(data.rfind(b"\n") + 1)
 
 
-def rewrite_without(path: Path, drop_keys: set[str]) -> None:
-    """Remove the records of `drop_keys` (errors about to be retried), atomically, so keys stay unique."""
-    keep = [r for r in read_records(path) if r.get("key") not in drop_keys]
+def needs_compaction(records: list[dict], drop_keys: set[str]) -> bool:
+    keys = [r["key"] for r in records if "key" in r]
+    return bool(drop_keys & set(keys)) or len(keys) != len(set(keys))
+
+
+def compact(path: Path, records: list[dict], drop_keys: set[str]) -> None:
+    """Rewrite `path` as `records` with one record per key (the last; `latest_by_key` reads the same) and
+    none for `drop_keys` (errors about to be retried). Atomic; the caller holds the file's lock, so no
+    other run is appending to the file being replaced."""
+    last = {r["key"]: i for i, r in enumerate(records) if "key" in r}
+    keep = [r for i, r in enumerate(records) if "key" not in r or (last[r["key"]] == i and r["key"] not in drop_keys)]
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         for r in keep:
@@ -61,6 +72,21 @@ def rewrite_without(path: Path, drop_keys: set[str]) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def prepare_out(path: Path) -> None:
+    """Check that `path` can be a results file (not a folder, not below a file) and create its folder."""
+    if path.is_dir():
+        raise InputError(f"{path} is a folder; the results file must be a file, e.g. {path / 'results.jsonl'}")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(f"{path}: {parent} is a file, not a folder")
+            break
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"{path}: cannot create its folder ({e.strerror})") from None
 
 
 class ResultsWriter:

@@ -2,12 +2,17 @@
 
 Inputs are folders (searched recursively), video files and list files (.txt of videos, .json/.jsonl of
 {video, question?, id?}); every clip gets the questions given on the command line unless its row carries
-its own. A key is the row's id when given, else "video::question", so a re-run finds what it already did.
+its own. A key names the work, not how it was typed: the row's id when given, else "clip::question" with
+the clip named by `clip_name` (its path below the folder it was found through), and, for batch runs, a
+fingerprint of the options that change answers (`answer_options`). So a re-run finds what it already
+did however the paths are spelled, and never takes an answer made with other options for its own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +34,50 @@ class WorkItem:
     meta: dict = field(default_factory=dict)  # carried into the record unchanged (e.g. the reference answer)
 
 
-def item_key(video: str, question: str, id: str | None = None) -> str:
-    return str(id) if id is not None else f"{video}::{question}"
+def item_key(clip: str, question: str, id: str | None = None, fingerprint: str = "") -> str:
+    key = str(id) if id is not None else f"{clip}::{question}"
+    return f"{key}::{fingerprint}" if fingerprint else key
+
+
+def clip_name(video: str | Path, root: str | Path) -> str:
+    """A clip's name in keys: its path below `root` (the folder it was found in, or the folder of the list or
+    file that named it) under the root's own name, e.g. 'clips/deep/a.mp4'.
+
+    The same folder given as an absolute path, a relative one or '.' gives the same names, and so does the
+    folder after a move; links inside it keep their own names. A clip outside `root` (a '..' or absolute
+    path in a list) is named by its resolved absolute path.
+    """
+    rel = os.path.relpath(video, root)
+    if rel == ".." or rel.startswith(".." + os.sep) or os.path.isabs(rel):
+        return Path(video).resolve().as_posix()
+    return (Path(Path(root).resolve().name) / rel).as_posix()
+
+
+def answer_options(spec: dict) -> dict:
+    """The options of a model spec (see `VideoQA.from_spec`) that change answers: the model (a local folder
+    by its resolved path), dtype, attention kernel, the pruning fields the method reads, frames and the
+    answer length and the prompt template. Not the device, batch size or engine (records are identical across them)."""
+    from ..model import NAMED_MODELS
+    from ..pruning import FIELDS_USED
+
+    model = spec["model"]
+    if model not in NAMED_MODELS and Path(model).expanduser().is_dir():
+        model = Path(model).expanduser().resolve().as_posix()
+    prune = spec["prune"]
+    return {
+        "model": model,
+        "dtype": spec.get("dtype"),
+        "attn": spec.get("attn_implementation"),
+        "prune": {"method": prune["method"], **{k: prune[k] for k in FIELDS_USED[prune["method"]]}},
+        "frames": spec.get("frames"),
+        "max_new_tokens": spec.get("max_new_tokens"),
+        "prompt": spec.get("prompt", "plain"),
+    }
+
+
+def fingerprint(options: dict) -> str:
+    """A short stable hash of `answer_options` (the same options in any order give the same one)."""
+    return hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:10]
 
 def find_videos(folder: Path) -> list[Path]:
     """Video files under `folder`, recursively, in a stable (sorted) order."""
@@ -79,40 +126,53 @@ def read_questions(path: str | Path) -> list[str]:
     return qs
 
 
-def collect_work(paths: Iterable[str | Path], questions: list[str] | None = None) -> list[WorkItem]:
+def _rows(p: Path) -> tuple[Path, list[dict]]:
+    """The rows an input names, and the folder their clips are named from (`clip_name`)."""
+    if p.is_dir():
+        return p, [{"video": str(v)} for v in find_videos(p)]
+    if p.is_file() and p.suffix.lower() in LIST_EXTS:
+        return p.parent, _read_list(p)
+    if p.exists():
+        return p.parent, [{"video": str(p)}]
+    raise InputError(f"{p}: no such file or folder")
+
+
+def collect_work(paths: Iterable[str | Path], questions: list[str] | None = None,
+                 options: dict | None = None) -> list[WorkItem]:
     """Expand folders (recursively), video files and work lists into (clip, question) items.
 
     Each clip gets every question in `questions`; list rows that carry their own `question` keep it.
+    `options` (`answer_options`) is recorded with every item, and its fingerprint is part of every key.
     """
+    fp = fingerprint(options) if options else ""
+    recorded = {"options": options} if options else {}
     items: dict[str, WorkItem] = {}
+    named: dict[str, Path] = {}  # clip name -> the file it names
 
-    def add(video: str, question: str, id: str | None, meta: dict) -> None:
-        key = item_key(video, question, id)
+    def add(video: str, name: str, question: str, id: str | None, meta: dict) -> None:
+        if id is None and named.setdefault(name, Path(video).resolve()) != Path(video).resolve():
+            raise InputError(f"{named[name]} and {Path(video).resolve()} would both be recorded as {name!r}; "
+                             f"answer them in separate runs, or give them ids in a work list")
+        key = item_key(name, question, id, fp)
         if key in items:
             if id is not None:
                 raise InputError(f"duplicate id {id!r} in the work list")
             return  # the same clip and question reached twice (e.g. a folder and a file in it): ask once
-        items[key] = WorkItem(key=key, video=video, question=question, id=id, meta=meta)
+        items[key] = WorkItem(key=key, video=video, question=question, id=id, meta={**meta, **recorded})
 
     for p in map(Path, paths):
-        if p.is_dir():
-            rows = [{"video": str(v)} for v in find_videos(p)]
-        elif p.is_file() and p.suffix.lower() in LIST_EXTS:
-            rows = _read_list(p)
-        elif p.exists():
-            rows = [{"video": str(p)}]
-        else:
-            raise InputError(f"{p}: no such file or folder")
+        root, rows = _rows(p)
         for r in rows:
             meta = {k: v for k, v in r.items() if k not in ("video", "question", "id")}
             id = None if r.get("id") is None else str(r["id"])
+            name = clip_name(r["video"], root)
             if r.get("question"):
-                add(r["video"], r["question"], id, meta)
+                add(r["video"], name, r["question"], id, meta)
             elif questions:
                 for n, q in enumerate(questions):
                     # one id with several questions: suffix the question number to keep keys unique
                     qid = id if id is None or len(questions) == 1 else f"{id}#{n}"
-                    add(r["video"], q, qid, meta)
+                    add(r["video"], name, q, qid, meta)
             else:
                 raise InputError(
                     f"{r['video']}: no question (give --question, --questions or a 'question' field)"

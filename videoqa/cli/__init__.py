@@ -16,8 +16,15 @@ from ..errors import VideoQAError
 COMMANDS = ("ask", "tiny", "bench", "batch", "eval", "serve")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad option is one line (the error and where to find help), not the whole usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="videoqa", description="Answer questions about videos with Video-LLaVA "
+    parser = Parser(prog="videoqa", description="Answer questions about videos with Video-LLaVA "
                                      "and training-free visual-token pruning.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -27,7 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return run_command(build_parser().parse_args(argv))
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run a parsed command: a VideoQAError becomes one line on stderr and exit 2."""
     _quiet_libraries()
     try:
         return int(args.func(args) or 0)
@@ -42,9 +53,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _quiet_libraries() -> None:
-    # transformers warns on every processor load that Video-LLaVA's image processor has no torchvision
-    # variant; the PIL one is what the checkpoint uses, so the warning is noise for CLI users.
+    """Hide the library output that is noise for CLI users, and nothing else: transformers' warnings (a
+    checkpoint with missing or unexpected weights, say) stay visible."""
     from transformers.utils import logging
 
-    logging.set_verbosity_error()
     logging.disable_progress_bar()
+    # On every processor load transformers says Video-LLaVA's image processor has no torchvision variant; the
+    # PIL one is what the checkpoint uses.
+    notices = logging.get_logger("transformers.models.auto.image_processing_auto")
+    if _not_backend_notice not in notices.filters:
+        notices.addFilter(_not_backend_notice)
+
+
+def _not_backend_notice(record) -> bool:
+    return not record.getMessage().startswith("Requested torchvision backend is not available")

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
-from .options import add_engine_options, add_model_options, add_prune_options, engine_from_args
+from .options import add_engine_options, add_model_options, add_prune_options, engine_from_args, model_spec_from_args
+
+if TYPE_CHECKING:
+    from ..batch.run import Produce
 
 
 def register(sub) -> None:
@@ -18,22 +23,24 @@ def register(sub) -> None:
     q = p.add_mutually_exclusive_group()
     q.add_argument("--question", help="question asked of every clip")
     q.add_argument("--questions", help="file of questions (one per line, or a JSON list) asked of every clip")
-    p.add_argument("--out", required=True, help="results JSONL; re-running with the same file resumes")
+    p.add_argument("--out", required=True, help="results JSONL; re-running with the same file resumes (one run "
+                                                "writes it at a time: see --wait)")
     add_model_options(p)
     add_prune_options(p)
     add_engine_options(p)
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, engine: Callable[[argparse.Namespace], Produce] = engine_from_args) -> int:
+    """The command; `engine(args)` makes the batch engine (a test wraps it to slow it down)."""
     from ..batch.run import run_batch
-    from ..batch.worklist import collect_work, read_questions
+    from ..batch.worklist import answer_options, collect_work, read_questions
 
     questions = [args.question] if args.question else read_questions(args.questions) if args.questions else None
-    items = collect_work(args.paths, questions)
+    items = collect_work(args.paths, questions, answer_options(model_spec_from_args(args)))
     if not items:
         raise InputError("no videos found in " + ", ".join(args.paths))
-    summary = run_batch(items, args.out, engine_from_args(args), retry_errors=args.retry_errors,
-                        progress=not args.no_progress)
+    summary = run_batch(items, args.out, engine(args), retry_errors=args.retry_errors,
+                        progress=not args.no_progress, wait=args.wait)
     print(summary.line())
     return 0

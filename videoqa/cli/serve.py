@@ -6,6 +6,7 @@ import argparse
 import ipaddress
 import os
 import signal
+import socket
 import sys
 import tempfile
 
@@ -32,11 +33,29 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def check_port(host: str, port: int) -> None:
+    """Fail at once, before the model is loaded, when `host:port` cannot be bound (taken, or not ours).
+
+    The same test Gradio makes before it starts (bind with SO_REUSEADDR), so a port that passes here is
+    one Gradio accepts."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, OverflowError) as e:
+        raise InputError(f"--host {host} --port {port}: not an address to serve on ({e})") from None
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(address)
+        except OSError as e:
+            raise InputError(f"cannot serve on {host}:{port}: {e.strerror} (another server is there? "
+                             f"choose one with --port)") from None
+
+
 def register(sub) -> None:
     p = sub.add_parser("serve", help="web chat: upload a clip, ask questions, see kept-token heatmaps",
                        description=__doc__)
     add_model_options(p)
-    add_prune_options(p)
+    add_prune_options(p, initial_only=True)  # the page's first settings: all apply once the method is switched
     g = p.add_argument_group("server")
     g.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default: 127.0.0.1, this machine only; 0.0.0.0 exposes it)")
@@ -52,11 +71,12 @@ def register(sub) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from ..ui.app import DEFAULT_SAMPLES, build_app, launch  # gradio is heavy: import only when serving
-
     auth = parse_auth(args.auth)
     if args.queue_size < 1:
         raise InputError(f"--queue-size must be >= 1, got {args.queue_size}")
+    check_port(args.host, args.port)  # before gradio's import and the model load, which take a while
+
+    from ..ui.app import DEFAULT_SAMPLES, build_app, launch  # gradio is heavy: import only when serving
     if (args.share or not _is_loopback(args.host)) and auth is None:
         print("videoqa serve: warning: reachable from other machines without --auth", file=sys.stderr)
     samples = args.samples or DEFAULT_SAMPLES

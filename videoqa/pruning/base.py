@@ -7,6 +7,13 @@ from dataclasses import asdict, dataclass, field, replace
 from ..errors import InputError
 
 METHODS = ("none", "fastv", "vispruner", "random")
+# The PruneConfig fields each method reads; the others do not change its answers.
+FIELDS_USED = {
+    "none": (),
+    "fastv": ("k", "r", "rank_by"),
+    "vispruner": ("r", "important_ratio", "keep_positions"),
+    "random": ("r", "seed", "keep_positions"),
+}
 
 
 @dataclass(frozen=True)

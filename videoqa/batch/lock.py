@@ -1,0 +1,90 @@
+"""One writer per results file: an OS lock (flock) on `OUT.lock`, held for the whole run.
+
+A second run on the same file either stops at once, naming the run that holds it, or waits for it and
+then resumes from what that run wrote. The lock is the kernel's, not the file's existence: a run killed
+with -9 releases it, and the next run takes it over whatever the stale file says.
+
+The lock lives in a file of its own, not on the results file, because compaction replaces the results
+file (a lock on the old inode would guard nothing). The holder removes it when done; a run that was
+waiting on the removed file notices (its inode is no longer the one at the path) and tries again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import BusyError, InputError
+
+
+def lock_path(out: Path) -> Path:
+    return out.with_name(out.name + ".lock")
+
+
+@contextmanager
+def exclusive(out: Path, wait: bool = False) -> Iterator[None]:
+    """Hold the lock of results file `out`; raises BusyError when another run holds it (unless `wait`)."""
+    path = lock_path(out)
+    fd = _acquire(path, out, wait)
+    try:
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(me).encode(), 0)  # for the message of a run that finds it taken
+        yield
+    finally:
+        try:
+            os.unlink(path)  # still locked: a run blocked on this inode sees it removed and retries
+        except OSError:
+            pass
+        os.close(fd)
+
+
+def _acquire(path: Path, out: Path, wait: bool) -> int:
+    import fcntl  # POSIX only, and only needed here
+
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise InputError(f"{out}: cannot create its lock file {path.name} ({e.strerror})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = describe_holder(fd)
+            if not wait:
+                os.close(fd)
+                raise BusyError(f"{out} is being written by another run ({holder}); wait for it with --wait, "
+                                f"or give another --out") from None
+            print(f"videoqa: waiting for the run writing {out} ({holder})", file=sys.stderr, flush=True)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException:  # Ctrl-C while waiting
+                os.close(fd)
+                raise
+        if _is_current(fd, path):
+            return fd
+        os.close(fd)  # the holder removed this file when it finished: lock the one at the path now
+
+
+def _is_current(fd: int, path: Path) -> bool:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def describe_holder(fd: int) -> str:
+    """'pid 123 on host, started 2025-01-02 10:11:12', from what the holder wrote into the lock file."""
+    try:
+        h = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        return f"pid {h['pid']} on {h['host']}, started {h['started']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a run that is just starting"
