@@ -7,6 +7,7 @@ import os
 import pytest
 import torch
 from conftest import SAMPLE_CLIPS
+from transformers import VideoLlavaForConditionalGeneration
 
 from videoqa import engine
 from videoqa.cli import build_parser
@@ -24,6 +25,12 @@ N, PAD = 60, 9  # prompt length; the second sample of a batch is PAD tokens shor
 @pytest.fixture(scope="module")
 def model(tiny_qa):
     return tiny_qa.model  # Llama decoder with grouped-query attention (4 heads, 2 kv heads)
+
+
+@pytest.fixture(scope="module")
+def eager_model(tiny_model_dir):
+    """The same checkpoint with eager attention, which applies no causality of its own: masks decide everything."""
+    return VideoLlavaForConditionalGeneration.from_pretrained(tiny_model_dir, attn_implementation="eager").eval()
 
 
 def prompt(model, seed: int, n: int):
@@ -76,6 +83,40 @@ def test_static_decode_gives_the_eager_tokens(model, plan, batch):
     stop_e = list(engine.decode_n_tokens(model, engine.prefill(model, *inputs, plan), 12, eos))
     stop_s = list(StaticDecoder(model).decode_n_tokens(engine.prefill(model, *inputs, plan), 12, eos))
     assert torch.stack(stop_s).tolist() == torch.stack(stop_e).tolist()
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("plan", [None, FastVPlan(k=2, r=0.5)], ids=["none", "fastv"])
+def test_static_steps_equal_eager_steps_with_eager_attention(eager_model, plan):
+    inputs = batch_of_two(eager_model)
+    eager = engine.prefill(eager_model, *inputs, plan)
+    static = engine.prefill(eager_model, *inputs, plan)
+    cache = StaticKVCache.from_prefill(static, eager_model.config.text_config.num_hidden_layers, 8)
+    decoder = StaticDecoder(eager_model)
+    tokens = eager.logits.argmax(-1)
+    embed = eager_model.get_input_embeddings()
+    for step in range(5):
+        ref = engine.decode_one_token(eager_model, eager, embed(tokens[:, None]))
+        logits, nxt = decoder.step(cache, tokens, torch.tensor([step]))
+        assert torch.allclose(logits, ref, atol=1e-5), (logits - ref).abs().max()
+        assert nxt.tolist() == ref.argmax(-1).tolist()
+        tokens = nxt
+
+
+@torch.no_grad()
+def test_static_decode_stops_on_any_eos_id(model):
+    """Several EOS ids, in the forms callers pass them (the pipeline: a set): any of them ends a sample, and
+    the static path stops where the eager loop does."""
+    inputs = batch_of_two(model)
+    plan = FastVPlan(k=2, r=0.5)
+    free = list(engine.decode_n_tokens(model, engine.prefill(model, *inputs, plan), 10, None))
+    # sample 0 ends at its 3rd token, sample 1 at its 5th; 0 never occurs (prompt ids start at 6)
+    hit0, hit1 = int(free[2][0]), int(free[4][1])
+    for eos in ({0, hit0, hit1}, [hit1, hit0], (hit0, hit1)):
+        stop_e = list(engine.decode_n_tokens(model, engine.prefill(model, *inputs, plan), 10, eos))
+        stop_s = list(StaticDecoder(model).decode_n_tokens(engine.prefill(model, *inputs, plan), 10, eos))
+        assert torch.stack(stop_s).tolist() == torch.stack(stop_e).tolist()
+        assert len(stop_s) < 10
 
 
 @torch.no_grad()

@@ -16,13 +16,13 @@ rounded up to a multiple of BUCKET so that prompts of similar lengths share one 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from .engine import PrefillResult, cache_keyword, language_parts
+from .engine import PrefillResult, cache_keyword, eos_ids, language_parts
 from .errors import InputError
 
 BUCKET = 256  # buffer lengths are multiples of this: one compiled graph serves many prompt lengths
@@ -152,16 +152,16 @@ class StaticDecoder:
 
     @torch.inference_mode()
     def decode_n_tokens(self, state: PrefillResult, max_new_tokens: int,
-                        eos_token_id: int | list[int] | None) -> Iterator[Tensor]:
-        """Same contract and tokens as `engine.decode_n_tokens`. The prefill's cache is moved into the static one
-        (`state.cache` becomes the StaticKVCache), so the KV cache is never held twice."""
+                        eos_token_id: int | Iterable[int] | None) -> Iterator[Tensor]:
+        """Same contract and tokens as `engine.decode_n_tokens` (any of the EOS ids ends a sample). The prefill's
+        cache is moved into the static one (`state.cache` becomes the StaticKVCache), so the KV cache is never
+        held twice."""
         decoder, _ = language_parts(self.model)
         cache = StaticKVCache.from_prefill(state, decoder.config.num_hidden_layers, max(1, max_new_tokens - 1))
         state.cache = cache
         next_tokens = state.logits.argmax(-1)
         done = torch.zeros_like(next_tokens, dtype=torch.bool)
-        eos = torch.tensor([] if eos_token_id is None else eos_token_id, dtype=torch.long,
-                           device=next_tokens.device).reshape(-1)  # one id or several (any of them ends)
+        eos = torch.tensor(sorted(eos_ids(eos_token_id)), dtype=next_tokens.dtype, device=next_tokens.device)
         step = torch.zeros(1, dtype=torch.long, device=next_tokens.device)
         for i in range(max_new_tokens):
             yield next_tokens
