@@ -43,6 +43,11 @@ def test_gpu_check_dry_run(tmp_path):
     for group in GROUPS:
         assert any(name.startswith(group) for name in checks), group
     assert all(c["status"] in ("pass", "info", "skip") for c in checks.values())
+    # the log names every check with its verdict as it completes (a run cut short still shows how far it got)
+    progress = [line for line in run.stdout.splitlines() if line.startswith("gpu_check:   ")]
+    assert len(progress) == len(report["checks"])
+    for line, c in zip(progress, report["checks"], strict=True):
+        assert line.startswith(f"gpu_check:   {c['status']}: {c['name']} ("), line
 
     # the figures come from real runs of the model (tiny: 65 tokens per frame, vocabulary of 400)
     hf = checks["prefill == HF forward (unpruned, 8 frames)"]

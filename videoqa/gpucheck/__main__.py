@@ -72,11 +72,14 @@ def _correctness(qa, target, report: Report, out: Path) -> None:
 
 
 def _step(report: Report, name: str, fn, out: Path) -> None:
+    """Run one group and print a line per check it produced: when a run is cut short, its log still says how
+    far it got and what each check gave (a group yields several checks, e.g. one per kernel)."""
     print(f"gpu_check: {name} ...", flush=True)
+    before = len(report.checks)
     report.run(name, fn, out)
-    last = report.checks[-1] if report.checks else None
-    if last is not None:
-        print(f"gpu_check:   {last.status}: {last.name} ({last.seconds:.1f} s)", flush=True)
+    for check in report.checks[before:]:
+        note = f" - {check.note}" if check.note else ""
+        print(f"gpu_check:   {check.status}: {check.name} ({check.seconds:.1f} s){note}", flush=True)
 
 
 if __name__ == "__main__":
