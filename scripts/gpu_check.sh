@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The accelerator check, in one go: correctness, the memory model and speed of videoqa at Video-LLaVA-7B shapes
-# (random weights built on the GPU: no download), bf16, SDPA. Under 8 minutes on one H200.
+# (random weights built on the GPU: no download), bf16, SDPA. Meant to fit one 15-minute GPU loan; it has never
+# run on a GPU, so its duration there is unknown (--no-compile drops the longest part).
 #
 #   scripts/gpu_check.sh [OUT]            report to OUT/gpu_check.{md,json} (default: $OUT, else artifacts/gpu_check)
 #   scripts/gpu_check.sh --cpu [OUT]      dry run of the same code at tiny shapes on the CPU (seconds; in the tests)
