@@ -1,8 +1,15 @@
 """FastVID: selection and merging against a transcription of the official routine, segmentation, budgets."""
 
+import json
+
 import pytest
 import torch
+from clipgen import write_clip
 
+from videoqa.cli import build_parser, main
+from videoqa.cli.options import prune_from_args
+from videoqa.errors import InputError
+from videoqa.pruning import PruneConfig, keep_count
 from videoqa.pruning.base import VisualLayout
 from videoqa.pruning.fastvid import FastVIDParams, density_peaks, frame_similarities, segment_sizes, select_fastvid
 
@@ -277,3 +284,84 @@ def test_shape_and_argument_errors():
         select_fastvid(features, 3, layout, attention, torch.randn(3, 4))
     with pytest.raises(ValueError, match="context_share"):
         select_fastvid(features, 3, layout, attention, params=FastVIDParams(context_share=1.5))
+
+
+# -- behind the pipeline's interface --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def clip_path(tmp_path_factory):
+    return write_clip(tmp_path_factory.mktemp("fastvid-clips") / "moving.mp4", n_frames=16)
+
+
+def test_config_defaults_to_original_positions_for_fastvid_only():
+    assert PruneConfig(method="fastvid", r=0.5).validate().keep_positions is True
+    assert PruneConfig(method="fastvid", r=0.5, keep_positions=False).validate().keep_positions is False
+    assert PruneConfig(method="vispruner", r=0.5).validate().keep_positions is False
+    assert PruneConfig(method="random", r=0.5, keep_positions=True).validate().keep_positions is True
+    assert PruneConfig(method="fastvid").layer == 0
+    with pytest.raises(InputError, match="context_share"):
+        PruneConfig(method="fastvid", context_share=1.5).validate()
+    parser = build_parser()
+    for flags, expected in (([], True), (["--no-keep-positions"], False), (["--keep-positions"], True)):
+        args = parser.parse_args(["ask", "clip.mp4", "What?", "--prune", "fastvid", "--r", "0.9", *flags])
+        assert prune_from_args(args).keep_positions is expected
+
+
+def test_the_llm_sees_merged_features_at_original_positions(tiny_qa, clip_path):
+    cfg = PruneConfig(method="fastvid", r=0.75).validate()
+    req = tiny_qa.prepare(clip_path, "Which way does it move?", None, cfg, None, 4)
+    enc = req.enc
+    sel = select_fastvid(enc.features, keep_count(520, 0.75), enc.layout, enc.cls_attention,
+                         enc.vision_features[:, 0])
+    assert req.kept == sel.kept and len(req.kept) == 130
+    torch.testing.assert_close(req.visual, sel.merged)
+    flat = enc.features.reshape(520, -1)
+    merged = [n for n, group in enumerate(sel.absorbed) if group]
+    assert merged and not torch.allclose(req.visual[merged], flat[[sel.kept[n] for n in merged]])
+    untouched = [n for n, group in enumerate(sel.absorbed) if not group]
+    torch.testing.assert_close(req.visual[untouched], flat[[sel.kept[n] for n in untouched]])
+
+    batch = tiny_qa.collate([req])  # what prefill receives: merged features, unpruned positions
+    vis = batch.visual_mask[0]
+    torch.testing.assert_close(batch.embeds[0, vis], sel.merged.to(batch.embeds.dtype))
+    start = int(vis.nonzero()[0])
+    assert batch.position_ids[0, vis].tolist() == [start + i for i in sel.kept]
+    renumbered = tiny_qa.prepare(clip_path, "Which way does it move?", None,
+                                 PruneConfig(method="fastvid", r=0.75, keep_positions=False).validate(), None, 4)
+    assert renumbered.kept == req.kept
+    positions = tiny_qa.collate([renumbered]).position_ids[0]
+    assert positions.tolist() == list(range(len(renumbered.ids)))
+
+
+def test_answer_record_flops_and_adaptive_r(tiny_qa, clip_path):
+    answer = tiny_qa.ask(clip_path, "What colour is it?", prune=PruneConfig(method="fastvid", r=0.9),
+                         max_new_tokens=2)
+    kept = answer.kept
+    assert kept.method == "fastvid" and kept.layer == 0 and kept.n_kept == keep_count(520, 0.9)
+    assert len(kept.absorbed) == kept.n_kept and kept.details["segments"]
+    record = kept.to_dict()
+    assert record["absorbed"] and all(int(i) in kept.kept and group for i, group in record["absorbed"].items())
+    dropped = set(range(520)) - set(kept.kept)
+    assert record["n_merged_dropped"] == len({i for g in kept.absorbed for i in g} & dropped) > 0
+    masks = kept.frame_masks()
+    assert sum(len(m["merged"]) for m in masks) == record["n_merged_dropped"]
+    assert not any(set(m["merged"]) & set(m["patches"]) for m in masks)
+    assert json.loads(json.dumps(answer.to_dict()))["prune"]["keep_positions"] is True
+    same = tiny_qa.ask(clip_path, "What colour is it?", prune=PruneConfig(method="vispruner", r=0.9),
+                       max_new_tokens=2)
+    assert answer.flops == same.flops  # the same kept count before the LLM costs the same
+    auto = tiny_qa.ask(clip_path, "What colour is it?", prune=PruneConfig(method="fastvid", r="auto"),
+                       max_new_tokens=2)
+    assert auto.decision is not None and auto.kept.n_kept == auto.decision.kept
+    again = tiny_qa.ask(clip_path, "What colour is it?", prune=PruneConfig(method="fastvid", r=0.9),
+                        max_new_tokens=2)
+    assert again.text == answer.text and again.kept.kept == kept.kept and again.kept.absorbed == kept.absorbed
+
+
+def test_ask_json_with_fastvid(capsys, tiny_model_dir, clip_path):
+    code = main(["ask", str(clip_path), "What is shown?", "--model", str(tiny_model_dir), "--json",
+                 "--prune", "fastvid", "--r", "0.9", "--max-new-tokens", "2"])
+    record = json.loads(capsys.readouterr().out)
+    assert code == 0 and record["kept"]["method"] == "fastvid" and record["kept"]["n_kept"] == 52
+    assert record["prune"]["keep_positions"] is True and record["kept"]["absorbed"]

@@ -114,13 +114,13 @@ def density_peaks(x: Tensor, n_pick: int, k: int = 4) -> Tensor:
     """Indices (ascending) of the `n_pick` rows of x [N, D] with the highest density-peak score."""
     n, d = x.shape
     if n_pick >= n:
-        return torch.arange(n)
+        return torch.arange(n, device=x.device)
     if n_pick <= 0:
-        return torch.arange(0)
+        return torch.arange(0, device=x.device)
     dist = torch.cdist(x[None].float(), x[None].float())[0] / d**0.5
     nearest = dist.topk(min(k, n), dim=-1, largest=False).values
     density = (-(nearest**2).mean(dim=-1)).exp()
-    idx = torch.arange(n)
+    idx = torch.arange(n, device=x.device)
     denser = (density[None, :] > density[:, None]) | (
         (density[None, :] == density[:, None]) & (idx[None, :] < idx[:, None])
     )  # denser[i, j]: j is denser than i
@@ -137,10 +137,13 @@ def merge_into(flat: Tensor, normed: Tensor, targets: Tensor, sources: Tensor,
         return flat[targets], [[] for _ in range(targets.numel())]
     choice = (normed[sources] @ normed[targets].T).argmax(dim=1)
     counts = torch.bincount(choice, minlength=targets.numel()).to(flat.dtype)[:, None]
-    sums = torch.zeros(targets.numel(), flat.shape[1], dtype=flat.dtype).index_add_(0, choice, flat[sources])
+    sums = torch.zeros(targets.numel(), flat.shape[1], dtype=flat.dtype, device=flat.device)
+    sums.index_add_(0, choice, flat[sources])
     own = (1.0 / (counts + 1.0)).clamp(min=beta)
     merged = own * flat[targets] + (1.0 - own) * sums / counts.clamp(min=1.0)
-    groups = [sources[choice == j].tolist() for j in range(targets.numel())]
+    groups = [[] for _ in range(targets.numel())]
+    for i, j in zip(sources.tolist(), choice.tolist(), strict=True):  # one transfer, not one per target
+        groups[j].append(i)
     return merged, groups
 
 
@@ -151,7 +154,7 @@ def _segment(flat: Tensor, normed: Tensor, scores: Tensor, frames: range, budget
     n_patches = t - first
     salient_n, context_n = segment_counts(budget, len(frames), n_patches, params.context_share,
                                           params.anchor_stride)
-    patches = [torch.arange(n_patches) + f * t + first for f in frames]
+    patches = [torch.arange(n_patches, device=flat.device) + f * t + first for f in frames]
     salient, contexts = [], []
     for f, idx, n_sal, n_ctx in zip(frames, patches, salient_n, context_n, strict=True):
         order = torch.sort(scores[f], descending=True, stable=True).indices  # ties: the earlier patch
@@ -161,17 +164,17 @@ def _segment(flat: Tensor, normed: Tensor, scores: Tensor, frames: range, budget
             contexts.append(rest[density_peaks(flat[rest], n_ctx, params.density_k)])
     all_salient = torch.cat(salient)
     in_segment = torch.cat(patches)
-    merged, absorbed = {}, {}
+    merged, absorbed = [], {}
     for ctx in contexts:
         sources = in_segment[~torch.isin(in_segment, torch.cat([all_salient, ctx]))]
         rows, groups = merge_into(flat, normed, ctx, sources, params.beta)
-        for i, row, group in zip(ctx.tolist(), rows, groups, strict=True):
-            merged[i], absorbed[i] = row, group
+        merged.append(rows)
+        absorbed.update(zip(ctx.tolist(), groups, strict=True))
     return {
         "salient": all_salient.tolist(),
         "context": torch.cat(contexts).tolist() if contexts else [],
         "anchors": [f for f, n in zip(frames, context_n, strict=True) if n > 0],
-        "merged": merged,
+        "merged": merged,  # rows in "context" order
         "absorbed": absorbed,
     }
 
@@ -221,7 +224,7 @@ def select_fastvid(features: Tensor, keep: int, layout: VisualLayout, attention:
     has_cls = [layout.has_cls and b > 0 for b in budgets]
     cls = [i * t for i in range(f) if has_cls[i]]
 
-    salient, context, anchors, seg_budgets, merged, absorbed = [], [], [], [], {}, {}
+    salient, context, anchors, seg_budgets, merged, absorbed = [], [], [], [], [], {}
     start = 0
     for size in sizes:
         frames = range(start, start + size)
@@ -230,14 +233,16 @@ def select_fastvid(features: Tensor, keep: int, layout: VisualLayout, attention:
         salient += seg["salient"]
         context += seg["context"]
         anchors += seg["anchors"]
-        merged.update(seg["merged"])
+        merged += seg["merged"]
         absorbed.update(seg["absorbed"])
         seg_budgets.append(budget + sum(has_cls[i] for i in frames))
         start += size
 
     kept = sorted(cls + salient + context)
-    rows = [merged[i] if i in merged else flat[i] for i in kept]
-    out = torch.stack(rows) if rows else flat[:0]
+    out = flat[torch.as_tensor(kept, dtype=torch.long, device=flat.device)]
+    if context:  # context tokens carry their merged features
+        where = {i: n for n, i in enumerate(kept)}
+        out[torch.as_tensor([where[i] for i in context], device=flat.device)] = torch.cat(merged)
     details = {
         "segments": sizes,
         "similarities": [round(s, 4) for s in similarities.tolist()],
