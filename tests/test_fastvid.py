@@ -306,6 +306,9 @@ def test_config_defaults_to_original_positions_for_fastvid_only():
     for flags, expected in (([], True), (["--no-keep-positions"], False), (["--keep-positions"], True)):
         args = parser.parse_args(["ask", "clip.mp4", "What?", "--prune", "fastvid", "--r", "0.9", *flags])
         assert prune_from_args(args).keep_positions is expected
+    args = parser.parse_args(["ask", "clip.mp4", "What?", "--prune", "fastv", "--no-keep-positions"])
+    with pytest.raises(InputError, match="--no-keep-positions: not used by --prune fastv"):
+        prune_from_args(args)
 
 
 def test_the_llm_sees_merged_features_at_original_positions(tiny_qa, clip_path):

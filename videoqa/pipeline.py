@@ -267,12 +267,12 @@ class VideoQA:
         """Refuse a frame count whose prompt cannot fit the context window, before any frame is decoded.
 
         Visual tokens count in full except when pruned before the LLM: FastV's first K layers see them all,
-        and with keep_positions the kept ones keep positions up to the unpruned length."""
+        and with original positions (fastvid's default) the kept ones reach the unpruned length."""
         room = self.dims.context - n_text - max_new
 
         def visual(f: int) -> int:
             n = f * self.dims.tokens_per_frame
-            return keep_count(n, r) if cfg.layer == 0 and not cfg.keep_positions else n
+            return keep_count(n, r) if cfg.layer == 0 and not cfg.original_positions else n
 
         if visual(frames) <= room:
             return
