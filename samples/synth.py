@@ -134,17 +134,21 @@ def render(scene: Scene, n_frames: int = CLIP_FRAMES, size: int = CLIP_SIZE) -> 
         cy = scene.start[1] + t * (scene.end[1] - scene.start[1])
         r = scene.radius
         img = bg.copy()
-        draw = ImageDraw.Draw(img)
-        fill = COLOURS[scene.colour]
-        if scene.shape == "circle":
-            draw.ellipse([cx - r, cy - r, cx + r, cy + r], fill=fill)
-        elif scene.shape == "square":
-            s = r * 0.85
-            draw.rectangle([cx - s, cy - s, cx + s, cy + s], fill=fill)
-        else:
-            draw.polygon([(cx, cy - r), (cx - r, cy + r * 0.8), (cx + r, cy + r * 0.8)], fill=fill)
+        draw_shape(ImageDraw.Draw(img), scene.shape, cx, cy, r, COLOURS[scene.colour])
         frames.append(np.asarray(img))
     return np.stack(frames)
+
+
+def draw_shape(draw: ImageDraw.ImageDraw, shape: str, cx: float, cy: float, r: float,
+               fill: tuple[int, int, int]) -> None:
+    """A circle, square or triangle of 'radius' r centred at (cx, cy)."""
+    if shape == "circle":
+        draw.ellipse([cx - r, cy - r, cx + r, cy + r], fill=fill)
+    elif shape == "square":
+        s = r * 0.85
+        draw.rectangle([cx - s, cy - s, cx + s, cy + s], fill=fill)
+    else:
+        draw.polygon([(cx, cy - r), (cx - r, cy + r * 0.8), (cx + r, cy + r * 0.8)], fill=fill)
 
 
 def write_mp4(frames: np.ndarray, path: str | Path, fps: int = FPS) -> Path:

@@ -1,22 +1,27 @@
 """The web chat in a real browser: Debian's headless Chromium driven by Playwright (no bundled browser).
 
 Needs `apt-get install -y chromium` and `pip install playwright` (never `playwright install`); skipped
-when /usr/bin/chromium is missing. Leaves a screenshot in artifacts/browser.png.
+when /usr/bin/chromium is missing. One server and one browser for the module; each test gets a fresh tab
+(its own session). Answers that must still be streaming while the test acts are held after their first
+token by `HeldQA` and released by the test, so nothing here depends on timing. The last page of each test
+is left in artifacts/browser-<test>.png.
 """
 
 from __future__ import annotations
 
+import re
 import socket
+import threading
 from pathlib import Path
 
 import pytest
 from clipgen import write_clip
+from videoqa.ui.app import DEFAULT_SAMPLES, build_app, launch
 
-from ui.app import DEFAULT_SAMPLES, build_app, launch
+from videoqa.pruning import METHODS, PruneConfig
 
 CHROMIUM = Path("/usr/bin/chromium")
 REPO = Path(__file__).resolve().parents[1]
-SHARED_CLIP = REPO.parent / "shared" / "media" / "sample_demo_3.mp4"
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -27,11 +32,51 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+DESKTOP = {"width": 1400, "height": 1000}
+PHONE = {"width": 390, "height": 844}
+FASTV = PruneConfig("fastv", 2, 0.5)  # the tiny_qa default, what the page's controls start with
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)"),
 ]
+sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package")
+expect = sync_api.expect
+expect.set_options(timeout=30_000)  # waits, not time limits: generous for a busy CI machine
+
+
+class HeldQA:
+    """Delegates to a VideoQA. While held, every answer pauses after its first streamed token until the
+    test releases it; `finished` records, per answer, whether its stream ran to the end."""
+
+    def __init__(self, qa):
+        self.qa = qa
+        self.gate = threading.Event()
+        self.gate.set()
+        self.paused = threading.Event()  # set while an answer waits at the gate
+        self.finished: list[bool] = []
+
+    def __getattr__(self, name):
+        return getattr(self.qa, name)
+
+    def hold(self) -> None:
+        self.paused.clear()
+        self.gate.clear()
+
+    def release(self) -> None:
+        self.gate.set()
+
+    def stream(self, *args, **kwargs):
+        done = False
+        try:
+            for i, item in enumerate(self.qa.stream(*args, **kwargs)):
+                yield item
+                if i == 0 and not self.gate.is_set():
+                    self.paused.set()
+                    self.gate.wait(timeout=60)
+            done = True
+        finally:
+            self.finished.append(done)
 
 
 def free_port() -> int:
@@ -40,55 +85,294 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_upload_ask_and_see_heatmaps(tiny_qa, tmp_path):
-    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
-    clip = (
-        SHARED_CLIP
-        if SHARED_CLIP.exists()
-        else write_clip(tmp_path / "clip.mp4", n_frames=30, size=(160, 96))
-    )
-    app = build_app(tiny_qa, samples_dir=DEFAULT_SAMPLES)  # the repo's examples, when present
-    _, url, _ = launch(app, port=free_port(), samples_dir=DEFAULT_SAMPLES, block=False)
-    shot = REPO / "artifacts" / "browser.png"
-    shot.parent.mkdir(exist_ok=True)
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            try:
-                drive(page, url, clip, tiny_qa)
-                page.screenshot(path=str(shot), full_page=True)
-            except Exception:  # keep what the page showed when it failed
-                page.screenshot(path=str(shot.with_name("browser-failed.png")), full_page=True)
-                raise
-            finally:
-                browser.close()
-    finally:
-        app.close()
-    assert shot.stat().st_size > 10_000
+@pytest.fixture(scope="module")
+def held(tiny_qa) -> HeldQA:
+    return HeldQA(tiny_qa)
 
 
-def drive(page, url: str, clip: Path, qa) -> None:
-    """Upload, ask, and check the answer, the stats and one heatmap per frame appear."""
-    question = "What is happening in this video?"
-    page.goto(url, wait_until="domcontentloaded", timeout=30_000)
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("browser-clips")
+    return {
+        "walk": write_clip(d / "walk.mp4", n_frames=30, size=(160, 96)),
+        "avi": write_clip(d / "other.avi", n_frames=20, size=(96, 64), fmt="avi-mpeg4"),
+    }
+
+
+@pytest.fixture(scope="module")
+def server(held):
+    app = build_app(held, samples_dir=DEFAULT_SAMPLES)  # the repo's examples and their questions
+    _, url, _ = launch(app, port=free_port(), samples_dir=DEFAULT_SAMPLES, queue_size=2, block=False)
+    yield url
+    held.release()
+    app.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def desktop(browser):
+    """One browser context for the desktop tests: the page's scripts are fetched once, then cached."""
+    context = browser.new_context(viewport=DESKTOP)
+    yield context
+    context.close()
+
+
+def open_page(context, url: str):
+    """A new tab: a new session on the server."""
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(url, wait_until="domcontentloaded")
+    page.locator("#chat").wait_for()
+    return page
+
+
+@pytest.fixture
+def page(desktop, server, held, request):
+    page = open_page(desktop, server)
+    yield page
+    held.release()  # never leave the server's answers held for the next test
+    (REPO / "artifacts").mkdir(exist_ok=True)
+    page.screenshot(path=str(REPO / "artifacts" / f"browser-{request.node.name}.png"), full_page=True)
+    page.close()
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+
+def rows(page):
+    return page.locator("#chat .message-row")
+
+
+def loaded(name: str) -> re.Pattern:
+    """The chat's notice for a clip that loaded."""
+    return re.compile(rf"Loaded\W+{re.escape(name)}")
+
+
+def upload(page, clip: Path) -> None:
     page.locator("#upload input[type=file]").set_input_files(str(clip))
-    chat = page.locator("#chat")
-    chat.get_by_text("Loaded").wait_for(timeout=30_000)
-    assert clip.name in chat.inner_text()
+    expect(page.locator("#chat")).to_contain_text(loaded(clip.name))
 
+
+def ask(page, question: str, *, press_enter: bool = False) -> None:
     page.locator("#question textarea").fill(question)
-    page.locator("#ask").click()
-    page.locator("#stats table").wait_for(timeout=30_000)  # the stats come with the final answer
+    if press_enter:
+        page.locator("#question textarea").press("Enter")
+    else:
+        page.locator("#ask").click()
+
+
+def first_token_shown(page, row: int) -> str:
+    """Wait until answer `row` shows streamed text (the held answer's first token); returns it."""
+    answer = rows(page).nth(row)
+    expect(answer).not_to_have_text(re.compile(r"^\s*(…|\(queued.*)?\s*$"))
+    return answer.inner_text().strip()
+
+
+def answered(page, n_rows: int, text: str) -> None:
+    expect(rows(page)).to_have_count(n_rows)
+    expect(rows(page).nth(n_rows - 1)).to_have_text(text)
+
+
+def prompt_tokens(page) -> int:
+    return int(re.search(r"prompt (\d+)", page.locator("#stats").inner_text()).group(1))
+
+
+# -- tests -------------------------------------------------------------------------------------------
+
+
+def test_upload_ask_and_see_heatmaps(page, clips, tiny_qa):
+    upload(page, clips["walk"])
+    question = "What is happening in this video?"
+    ask(page, question)
+    page.locator("#stats table").wait_for()  # the stats come with the final answer
     thumbs = page.locator("#heatmaps img")
-    thumbs.nth(7).wait_for(timeout=10_000)
-    assert thumbs.count() == 8  # one heatmap per sampled frame
+    expect(thumbs).to_have_count(8)  # one heatmap per sampled frame
     assert page.locator("#heatmaps").get_by_text("#1 · ").count() >= 1
-    rows = chat.locator(".message-row")
-    assert rows.count() == 3  # notice, question, answer
-    assert question in rows.nth(1).inner_text()
-    expected = qa.ask(clip, question).text  # the same pipeline, called directly (greedy: same text)
-    shown = rows.nth(2).inner_text()
-    assert shown.strip() == expected.strip(), (expected, shown)
+    expected = tiny_qa.ask(clips["walk"], question, prune=FASTV).text  # the pipeline, called directly
+    answered(page, 3, expected)  # notice, question, answer
+    assert rows(page).nth(1).inner_text().strip() == question
     stats = page.locator("#stats").inner_text()
     assert "520 → 260 kept" in stats and "FLOPs" in stats
+
+
+def test_typing_while_an_answer_streams_is_kept(page, clips, held, tiny_qa):
+    upload(page, clips["walk"])
+    held.hold()
+    ask(page, "What colour is it?")
+    first_token_shown(page, 2)
+    box = page.locator("#question textarea")
+    box.fill("a follow-up typed while the answer streams")
+    held.release()
+    answered(page, 3, tiny_qa.ask(clips["walk"], "What colour is it?", prune=FASTV).text)
+    page.locator("#stats table").wait_for()
+    expect(box).to_have_value("a follow-up typed while the answer streams")
+
+
+def test_second_question_while_answering_waits_visibly_and_is_answered(page, clips, held, tiny_qa):
+    q1, q2 = "What colour is it?", "Where does it go?"
+    upload(page, clips["walk"])
+    held.hold()
+    ask(page, q1)
+    first_token_shown(page, 2)
+    ask(page, q2, press_enter=True)
+    # Shown at once, while the first answer is still held, and the box is free again.
+    expect(rows(page)).to_have_count(5)
+    assert rows(page).nth(3).inner_text().strip() == q2
+    assert "queued" in rows(page).nth(4).inner_text()
+    expect(page.locator("#question textarea")).to_have_value("")
+    held.release()
+    a1 = tiny_qa.ask(clips["walk"], q1, prune=FASTV)
+    a2 = tiny_qa.ask(clips["walk"], q2, history=[(q1, a1.text)], prune=FASTV)  # a follow-up of the first
+    answered(page, 5, a2.text)
+    expect(rows(page).nth(2)).to_have_text(a1.text)
+
+
+def test_chat_trash_icon_resets_what_the_model_remembers(page, clips, tiny_qa):
+    upload(page, clips["walk"])
+    ask(page, "What colour is it?")
+    page.locator("#stats table").wait_for()
+    page.locator("#chat button[aria-label='Clear']").click()
+    expect(rows(page)).to_have_count(0)
+    q = "Where does it go?"
+    ask(page, q)
+    direct = tiny_qa.ask(clips["walk"], q, prune=FASTV)  # a first question: no history
+    answered(page, 2, direct.text)
+    page.locator("#stats table").wait_for()
+    assert prompt_tokens(page) == direct.stats.prompt_tokens
+
+
+def test_example_thumbnail_loads_clip_and_question_with_one_request(page, tiny_qa):
+    posts = []
+    page.on("request", lambda r: posts.append(r.post_data_json) if r.method == "POST" and "fn_index" in (
+        r.post_data or "") else None)
+    table = page.locator("#examples")
+    expect(table.locator("img")).to_have_count(12)  # samples/clips/questions.json: 4 clips x 3 questions
+    first = table.locator("tbody tr").first
+    suggested = first.inner_text().strip()
+    first.click()
+    expect(page.locator("#chat")).to_contain_text(loaded("blue_triangle_down.mp4"))
+    expect(page.locator("#question textarea")).to_have_value(suggested)
+    page.locator("#ask").click()
+    clip = DEFAULT_SAMPLES / "blue_triangle_down.mp4"
+    answered(page, 3, tiny_qa.ask(clip, suggested, prune=FASTV).text)
+    # One click, one load: every request since the click is the load, the question, its answer.
+    fns = [p["fn_index"] for p in posts]
+    assert len(fns) == 3 and len(set(fns)) == 3, posts
+    assert page.locator("#chat").inner_text().count("Loaded") == 1
+
+
+def test_a_new_clip_replaces_the_old_one_everywhere(page, clips):
+    upload(page, clips["walk"])
+    expect(page.locator("#preview")).to_contain_text("walk.mp4")
+    page.locator("#examples tbody tr").nth(3).click()
+    expect(page.locator("#chat")).to_contain_text(loaded("blue_triangle_left.mp4"))
+    expect(page.locator("#preview")).to_contain_text("blue_triangle_left.mp4")
+    expect(page.locator("#upload")).not_to_contain_text("walk.mp4")  # not left showing the old upload
+    # Another file straight away (no × first); an AVI gets a preview the browser plays.
+    upload(page, clips["avi"])
+    expect(page.locator("#preview")).to_contain_text("other.avi")
+    video = page.locator("#preview video")
+    video.wait_for()
+    page.wait_for_function("v => v.readyState >= 2 && v.videoWidth > 0", arg=video.element_handle())
+    assert "blue_triangle" not in page.locator("#chat").inner_text()
+
+
+def test_user_text_is_shown_exactly_as_typed(page, clips):
+    upload(page, clips["walk"])
+    typed = "Is it <b>bold</b> or *starred*?  `code` & 2 < 3\n# not a heading\n- not a list"
+    ask(page, typed)
+    expect(rows(page)).to_have_count(3)
+    assert rows(page).nth(1).inner_text().strip() == typed
+    page.locator("#stats table").wait_for()
+
+
+def test_phone_layout(browser, server, clips):
+    context = browser.new_context(viewport=PHONE)
+    page = open_page(context, server)
+    try:
+        upload(page, clips["walk"])
+        ask(page, "What is happening?")
+        thumbs = page.locator("#heatmaps .thumbnail-item")
+        expect(thumbs).to_have_count(8)
+        page.locator("#stats table").wait_for()
+        top = page.evaluate("el => el.getBoundingClientRect().top + window.scrollY",
+                            page.locator("#question").element_handle())
+        assert top + 60 < PHONE["height"]  # the question box is on the first screen, under the chat
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]  # no sideways scroll
+        boxes = [thumbs.nth(i).bounding_box() for i in range(8)]
+        assert boxes[0]["y"] == boxes[1]["y"] < boxes[2]["y"]  # two columns
+        assert all(b["x"] >= 0 and b["x"] + b["width"] <= PHONE["width"] for b in boxes)
+        for caption in page.locator("#heatmaps .caption-label").all():
+            assert re.fullmatch(r"#\d · \d+\.\d\ds · kept \d+/64 · (no )?CLS", caption.inner_text().strip())
+            assert caption.evaluate("el => el.scrollWidth <= el.clientWidth")  # not cut off
+    finally:
+        page.screenshot(path=str(REPO / "artifacts" / "browser-phone.png"), full_page=True)
+        context.close()
+
+
+def test_stop_keeps_the_partial_answer_and_retry_asks_again(page, clips, held, tiny_qa):
+    q = "What colour is it?"
+    upload(page, clips["walk"])
+    held.hold()
+    ask(page, q)
+    partial = first_token_shown(page, 2)
+    n_finished = len(held.finished)
+    page.locator("#stop").click()
+    held.release()
+    expect(rows(page).nth(2)).to_have_text(f"{partial} (stopped)")
+    expect(page.locator("#stop")).to_be_disabled()
+    assert held.finished[n_finished:] == [False]  # generation ended early, not run to the end
+    full = tiny_qa.ask(clips["walk"], q, prune=FASTV).text
+    assert full != partial
+    page.locator("#retry").click()
+    answered(page, 3, full)  # the same question, asked again in place of the stopped answer
+    assert rows(page).nth(1).inner_text().strip() == q
+
+
+def test_full_queue_says_busy_and_keeps_the_question(page, clips, held, server):
+    from gradio_client import Client, handle_file
+
+    upload(page, clips["walk"])
+    held.hold()
+    others = []
+    for i in range(3):  # one answering (held) and two waiting: the queue of 2 is full
+        c = Client(server, verbose=False, download_files=False)
+        c.predict(handle_file(str(clips["walk"])), api_name="/load_clip")
+        others.append(c.submit(f"q{i}?", "fastv", 2, "0.5", 0, False, api_name="/ask"))
+        if i == 0:
+            assert held.paused.wait(timeout=60)  # the first is being answered: the next two wait
+    ask(page, "Is anyone there?")
+    expect(page.locator("#chat")).to_contain_text("The server is busy")
+    expect(page.locator("#question textarea")).to_have_value("Is anyone there?")
+    expect(page.locator("#chat")).not_to_contain_text("Is anyone there?")
+    # No "Error" badge left over the chat, the box or the results (Gradio's own toast fades by itself).
+    expect(page.locator("[data-testid='status-tracker'] .error")).to_have_count(0)
+    held.release()
+    for job in others:
+        job.result(timeout=60)
+    page.locator("#ask").click()
+    page.locator("#stats table").wait_for()
+
+
+def test_compare_mode_answers_with_every_method(page, clips, tiny_qa):
+    upload(page, clips["walk"])
+    page.get_by_role("tab", name="Compare methods").click()
+    q = "What is happening?"
+    page.locator("#compare-question textarea").fill(q)
+    page.locator("#compare-run").click()
+    expect(page.locator("#compare-status")).to_contain_text("Compared", timeout=60_000)
+    for method in METHODS:
+        col = page.locator(f"#compare-{method}")
+        direct = tiny_qa.ask(clips["walk"], q, prune=PruneConfig(method, 2, 0.5))
+        expect(col.locator("textarea")).to_have_value(direct.text)
+        expect(col.locator(".thumbnail-item")).to_have_count(8)
+        summary = col.locator(".compare-summary").first.inner_text()
+        assert f"{direct.kept.n_kept}/{direct.kept.n_visual}" in summary
+        assert f"FLOPs {direct.flops.ratio:.3f}×" in summary

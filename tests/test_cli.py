@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 import subprocess
 import sys
 
 import pytest
+import torch
 from clipgen import write_audio_only, write_clip, write_empty, write_text
 from conftest import SAMPLE_CLIPS, shared_media
+from safetensors.torch import load_file, save_file
+from transformers.utils import logging as hf_logging
 
 from videoqa.cli import main
 
@@ -82,3 +87,37 @@ def test_console_script_exit_code(tmp_path, tiny_model_dir):
                            str(tiny_model_dir)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "fake.mp4" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr  # no library notices or progress bars
+
+
+def test_wrong_checkpoint_warnings_stay_visible(tmp_path, tiny_model_dir, gif):
+    """transformers' report of missing and unexpected weights reaches the user; only known noise is hidden.
+    (Read from transformers' own logger: its handler writes to the stderr of the time it was imported.)"""
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_model_dir, broken)
+    weights = load_file(broken / "model.safetensors")
+    missing = [k for k in weights if ".layers.3.mlp." in k]
+    for k in missing:
+        del weights[k]
+    weights["model.not_in_this_model"] = torch.zeros(2)
+    save_file(weights, broken / "model.safetensors", metadata={"format": "pt"})
+    records = Records()
+    hf_logging.add_handler(records)
+    try:
+        code = main(["ask", str(gif), "What?", "--model", str(broken), "--max-new-tokens", "2"])
+    finally:
+        hf_logging.remove_handler(records)
+    err = "\n".join(records.lines)
+    assert code == 0
+    assert "model.not_in_this_model" in err and "UNEXPECTED" in err
+    assert missing and all("layers." + k.split(".layers.")[-1] in err for k in missing) and "MISSING" in err
+    assert "torchvision backend" not in err  # the one notice the CLI hides
+
+
+class Records(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())

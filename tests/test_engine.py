@@ -189,3 +189,79 @@ def test_pruning_before_the_llm_with_original_positions_matches_masking(family_m
     out = engine.prefill(model, pruned, torch.ones_like(positions), vis[:, keep], None, positions)
     ref = masked_reference(model, embeds, 0, kept, vis)
     assert torch.allclose(out.logits, ref, atol=1e-4), (out.logits - ref).abs().max()
+
+
+def _needs_flash_attention() -> None:
+    """Skip, saying why, where FlashAttention-2 cannot run."""
+    if not torch.cuda.is_available():
+        pytest.skip("FlashAttention-2 needs a CUDA GPU; none here")
+    pytest.importorskip("flash_attn", reason="FlashAttention-2 needs the flash-attn package; not installed")
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("kernel", ["sdpa", "eager"])
+def test_every_kernel_gives_the_unpruned_forward_and_the_same_kept_set(family_model, kernel):
+    """Unpruned prefill and decode with each attention kernel equal transformers' own forward of the whole
+    sequence (which builds its causal mask itself), and FastV keeps the same tokens whatever the kernel."""
+    sdpa, eager = family_model
+    model = {"sdpa": sdpa, "eager": eager}[kernel]
+    embeds, am, vis = make_inputs(sdpa, seed=6)
+    state = engine.prefill(model, embeds, am, vis, None)
+    reference = sdpa(inputs_embeds=embeds, attention_mask=am).logits[:, -1]
+    assert torch.allclose(state.logits, reference, atol=1e-5), (state.logits - reference).abs().max()
+    embed = model.get_input_embeddings()
+    logits = state.logits
+    for _ in range(3):  # decoding (one query) against the cache
+        new = embed(logits.argmax(-1)[:, None])
+        embeds = torch.cat([embeds, new], dim=1)
+        logits = engine.decode_one_token(model, state, new)
+        reference = sdpa(inputs_embeds=embeds).logits[:, -1]
+        assert torch.allclose(logits, reference, atol=1e-5), (logits - reference).abs().max()
+    embeds, am, vis = make_inputs(sdpa, seed=6)
+    plan = FastVPlan(k=2, r=0.5)
+    kept = engine.prefill(model, embeds, am, vis, plan)
+    assert kept.kept[0].tolist() == engine.prefill(sdpa, embeds, am, vis, plan).kept[0].tolist()
+    ref = masked_reference(sdpa, embeds, 2, kept.kept[0], vis)  # layers >= K: causal by sequence order
+    assert torch.allclose(kept.logits, ref, atol=1e-5), (kept.logits - ref).abs().max()
+
+
+@torch.no_grad()
+def test_eager_left_padded_batch_equals_single_runs(family_model):
+    _, model = family_model
+    a, b = make_inputs(model, seed=7), make_inputs(model, seed=8, n=N - 9)
+    pad = N - b[0].shape[1]
+    batch = [torch.cat([a[j], torch.cat([torch.zeros_like(b[j][:, :pad]), b[j]], 1)]) for j in range(3)]
+    plan = FastVPlan(k=2, r=0.5)
+    out = engine.prefill(model, *batch, plan)
+    for i, single in enumerate(engine.prefill(model, *x, plan) for x in (a, b)):
+        assert out.kept[i].tolist() == single.kept[0].tolist()
+        assert torch.allclose(out.logits[i], single.logits[0], atol=1e-4)
+
+
+@torch.no_grad()
+def test_flash_attention_2_gives_the_unpruned_forward_and_the_same_kept_set(tiny_model_dir):
+    _needs_flash_attention()
+    cpu = VideoLlavaForConditionalGeneration.from_pretrained(tiny_model_dir, attn_implementation="sdpa").eval()
+    embeds, am, vis = make_inputs(cpu, seed=6)
+    embeds, am, vis = embeds.to("cuda", torch.bfloat16), am.to("cuda"), vis.to("cuda")
+    flash, sdpa = (VideoLlavaForConditionalGeneration.from_pretrained(
+        tiny_model_dir, attn_implementation=kernel, dtype=torch.bfloat16).to("cuda").eval()
+        for kernel in ("flash_attention_2", "sdpa"))
+    reference = sdpa(inputs_embeds=embeds, attention_mask=am).logits[:, -1].float()
+    state = engine.prefill(flash, embeds, am, vis, None)
+    assert torch.allclose(state.logits, reference, atol=2e-2), (state.logits - reference).abs().max()  # bf16
+    plan = FastVPlan(k=2, r=0.5)
+    a, b = (engine.prefill(m, embeds, am, vis, plan) for m in (flash, sdpa))
+    assert torch.allclose(a.scores[0].float(), b.scores[0].float(), atol=1e-2)
+    # bf16: the kept sets may differ only by tokens whose scores tie within that tolerance at the cut
+    cut = b.scores[0].float().sort(descending=True).values[len(b.kept[0]) - 1]
+    differ = set(a.kept[0].tolist()) ^ set(b.kept[0].tolist())
+    assert all(abs(float(b.scores[0][i]) - cut) < 1e-2 for i in differ)
+
+
+@torch.no_grad()
+def test_a_kernel_the_masks_are_not_written_for_is_refused(tiny_model_dir):
+    model = VideoLlavaForConditionalGeneration.from_pretrained(tiny_model_dir, attn_implementation="sdpa").eval()
+    decoder_of(model).config._attn_implementation = "flex_attention"
+    with pytest.raises(InputError, match="'flex_attention' is not supported; use one of sdpa, eager"):
+        engine.prefill(model, *make_inputs(model), None)

@@ -184,9 +184,17 @@ def test_eval_and_report_commands_with_a_tiny_model(tmp_path, capsys):
                      "--out", str(tmp_path / "vis")]) == 0
     out = capsys.readouterr().out
     assert "missing videos 1, prediction errors 1, judged 6" in out and "missing: 107:vid3" in out
+    assert "warning: 1 of 8 videos (12.5%) are missing" in out  # more than 5 %
     fastv = json.loads((tmp_path / "fastv" / "results.json").read_text())
     preds = [json.loads(x) for x in (tmp_path / "fastv" / "predictions.jsonl").read_text().splitlines()]
     assert sorted(p["key"] for p in preds) == ["101", "102", "103", "104", "105", "106", "108"]
+    # eval's defaults: the official prompt (recorded in every record and the summary) and scoring.
+    assert {p.get("prompt") for p in preds if not p["error"]} == {"official"}
+    assert (fastv["prompt"], fastv["max_new_tokens"], fastv["scoring"]) == ("official", 4, "official")
+    audit = [json.loads(x) for x in (tmp_path / "fastv" / "audit.jsonl").read_text().splitlines()]
+    assert [a["status"] for a in audit].count("judged") == 6 and len(audit) == 8
+    official = json.loads((tmp_path / "fastv" / "official" / "results.json").read_text())
+    assert len(official) == 6 and len((tmp_path / "fastv" / "official" / "merge.jsonl").read_text().splitlines()) == 6
     assert (fastv["kept_tokens"], fastv["visual_tokens"]) == (260, 520)
     assert fastv["judged"] == 6 and 0 < fastv["flops_ratio"] < 1
     vis = json.loads((tmp_path / "vis" / "results.json").read_text())

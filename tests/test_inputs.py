@@ -52,8 +52,8 @@ def media(tmp_path_factory):
 def text_tokens(qa: VideoQA, question: str) -> int:
     """Prompt tokens besides the visual ones, counted independently of the pipeline's check: the prompt
     with 8 frames' worth of video tokens, minus them."""
-    ids = qa.tokenize(f"USER: <video>\n{question} ASSISTANT:", 8 * TOKENS_PER_FRAME)[0]
-    return len(ids) - 8 * TOKENS_PER_FRAME
+    ids = qa.processor.tokenizer(f"USER: <video>\n{question} ASSISTANT:").input_ids
+    return len(ids) - 1
 
 
 # ------------------------------------------------------------------------------ frame count vs context

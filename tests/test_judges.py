@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import re
-import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from fake_judge import FakeJudge
 
 from videoqa.errors import InputError
 from videoqa.eval.judges import (
@@ -19,8 +16,8 @@ from videoqa.eval.judges import (
     judge_all,
     make_judge,
     normalize,
-    parse_judgment,
 )
+from videoqa.eval.scoring import parse_strict
 
 KEY = "sk-test-7f3a9c-SECRET"
 SERVED_MODEL = "judge-served-0613"
@@ -38,62 +35,9 @@ REPLIES = {
 }
 
 
-class FakeJudge:
-    """An OpenAI-compatible /chat/completions server; counts requests per predicted answer."""
-
-    def __init__(self):
-        self.counts: Counter = Counter()
-        self.auth: set[str] = set()
-        self.models: set[str] = set()
-        self.lock = threading.Lock()
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep test output quiet
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if self.path.startswith("/denied"):
-                    return self._send(401, b'{"error": {"message": "Incorrect API key"}}')
-                assert self.path == "/v1/chat/completions", self.path
-                user = body["messages"][1]["content"]
-                pred = re.search(r"Predicted Answer: (.*)\n", user).group(1)
-                with fake.lock:
-                    n = fake.counts[pred]
-                    fake.counts[pred] += 1
-                    fake.auth.add(self.headers.get("Authorization", ""))
-                    fake.models.add(body["model"])
-                replies = REPLIES.get(pred, ["{'pred': 'no', 'score': 0}"])
-                reply = replies[min(n, len(replies) - 1)]
-                if reply is None:
-                    return self._send(500, b"internal error")
-                msg = {
-                    "model": SERVED_MODEL,
-                    "choices": [{"message": {"role": "assistant", "content": reply}}],
-                }
-                self._send(200, json.dumps(msg).encode())
-
-            def _send(self, code: int, data: bytes):
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def server():
-    s = FakeJudge()
+    s = FakeJudge(REPLIES, SERVED_MODEL)
     yield s
     s.close()
 
@@ -121,8 +65,8 @@ def test_normalize_and_exact_judge():
         ("{'pred': 'no', 'score': 1", ("no", 1.0)),  # cut off
     ],
 )
-def test_parse_judgment_tolerates_reply_shapes(reply, expected):
-    assert parse_judgment(reply) == expected
+def test_parse_strict_tolerates_reply_shapes(reply, expected):
+    assert parse_strict(reply) == expected
 
 
 @pytest.mark.parametrize(
@@ -135,13 +79,14 @@ def test_parse_judgment_tolerates_reply_shapes(reply, expected):
         "",
     ],
 )
-def test_parse_judgment_rejects_unusable_replies(reply):
+def test_parse_strict_rejects_unusable_replies(reply):
     with pytest.raises(ValueError):
-        parse_judgment(reply)
+        parse_strict(reply)
 
 
 def test_gpt_judge_parses_retries_and_fails_bounded(server):
-    judge = GPTJudge(model="test-judge", base_url=server.url, api_key=KEY, retries=2, backoff_s=0.01)
+    judge = GPTJudge(model="test-judge", base_url=server.url, api_key=KEY, retries=2, backoff_s=0.01,
+                     scoring="strict")
     q, a = "What is the man doing?", "playing guitar"
     expect = {
         "well-formed": ("yes", 4.0),
@@ -187,7 +132,8 @@ def test_refused_request_stops_the_run_without_leaking_the_key(server):
 
 
 def test_judge_all_caches_successes_and_retries_failures(server, tmp_path):
-    judge = GPTJudge(model="test-judge", base_url=server.url, api_key=KEY, retries=1, backoff_s=0.01)
+    judge = GPTJudge(model="test-judge", base_url=server.url, api_key=KEY, retries=1, backoff_s=0.01,
+                     scoring="strict")
     reqs = [
         JudgeRequest(str(i), f"question {i}", "answer", pred)
         for i, pred in enumerate(["well-formed", "json", "garbage", "chatty"])
@@ -211,10 +157,20 @@ def test_judge_all_caches_successes_and_retries_failures(server, tmp_path):
     }
     assert KEY not in (tmp_path / "cache.jsonl").read_text()
 
+    # Another scoring rule re-reads the cached replies: only the chatty one, which the official rule cannot
+    # read, is asked again (and fails again: the fake server always answers it the same way).
+    before = Counter(server.counts)
+    official = GPTJudge(model="test-judge", base_url=server.url, api_key=KEY, retries=0, scoring="official")
+    third = judge_all(official, reqs, JudgmentCache(tmp_path / "cache.jsonl"), workers=1, progress=False)
+    assert server.counts - before == Counter({"garbage": 1, "chatty": 1})
+    assert {k: (j.pred, j.score, j.scoring) for k, j in third.items() if not j.failed} == {
+        "0": ("yes", 4.0, "official"), "1": ("no", 1.0, "official")}
+
     # Another judge model does not reuse these judgments.
+    before = Counter(server.counts)
     other = GPTJudge(model="other-judge", base_url=server.url, api_key=KEY, retries=0)
     judge_all(other, reqs[:1], JudgmentCache(tmp_path / "cache.jsonl"), progress=False)
-    assert server.counts["well-formed"] == before["well-formed"] + 1
+    assert server.counts - before == Counter({"well-formed": 1})
 
 
 def test_eval_with_the_gpt_judge_records_the_model_and_never_writes_the_key(server, tmp_path, capsys):
@@ -240,7 +196,9 @@ def test_eval_with_the_gpt_judge_records_the_model_and_never_writes_the_key(serv
     print(format_result(res))
     out = capsys.readouterr()
     assert "judge failures 1" in out.out and KEY not in out.out + out.err
-    for f in (tmp_path / "run").iterdir():
+    files = [f for f in (tmp_path / "run").rglob("*") if f.is_file()]
+    assert {f.relative_to(tmp_path / "run").as_posix() for f in files} >= {"audit.jsonl", "official/results.json"}
+    for f in files:
         assert KEY not in f.read_text(), f
 
 

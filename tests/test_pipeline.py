@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import math
+import resource
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 import torch
 from clipgen import write_clip
 
+from videoqa import engine
+from videoqa.answer import Answer
 from videoqa.errors import InputError, ModelLoadError, VideoError
-from videoqa.model import NAMED_MODELS, build_prompt, packaged_path, resolve_model
-from videoqa.pipeline import TextDelta, VideoQA
+from videoqa.measure import device_clock
+from videoqa.model import NAMED_MODELS, LoadedModel, build_prompt, packaged_path, resolve_model
+from videoqa.pipeline import CACHE_SIZE, TextDelta, VideoQA
 from videoqa.pruning import PruneConfig, keep_count
+from videoqa.pruning.adaptive import AdaptivePolicy
+from videoqa.tiny import EOS_ID, TinySpec, make_tiny_model
 from videoqa.video import sample_frames
 
 
@@ -185,3 +196,141 @@ def test_named_models_are_found_in_the_installed_package(monkeypatch):
     with pytest.raises(ModelLoadError, match="python samples/train_unbuilt.py"):
         resolve_model("unbuilt")
     assert resolve_model("org/some-model") == "org/some-model"  # a hub id passes through
+
+
+def qa_sharing(tiny_qa, **kwargs) -> VideoQA:
+    """Another VideoQA on the session's tiny model (no reload), with injected memory/clock sources."""
+    loaded = LoadedModel(tiny_qa.model, tiny_qa.processor, tiny_qa.device, tiny_qa.dtype, tiny_qa.name)
+    return VideoQA(loaded, prune=tiny_qa.prune, max_new_tokens=8, **kwargs)
+
+
+def test_auto_r_in_a_batch_decides_with_the_memory_the_batch_shares(tiny_qa, clip_path):
+    """Alone, the request fits at the paper's R; two in one batch share the same free memory, so each gets
+    half of it and their caches together still fit."""
+    auto = PruneConfig(method="fastv", k=2, r="auto")
+    ample = qa_sharing(tiny_qa, free_memory=lambda device: 64 << 30).ask(clip_path, "What is it?", prune=auto)
+    policy = AdaptivePolicy(new_tokens=8)
+    usable = int(1.5 * ample.decision.memory["need_bytes"])  # room for 1.5 requests at R = 0.5
+    free = math.ceil((usable + policy.reserve_bytes) / (1 - policy.memory_margin))
+    qa = qa_sharing(tiny_qa, free_memory=lambda device: free)
+    alone = qa.ask(clip_path, "What is it?", prune=auto)
+    assert alone.decision.r == ample.decision.r == 0.5 and alone.decision.bound == "default"
+    batch = qa.ask_batch([(clip_path, "What is it?"), (clip_path, "What is it?")], prune=auto)
+    for answer in batch:
+        assert answer.decision.bound == "memory" and answer.decision.r > 0.5
+    assert sum(a.decision.memory["need_bytes"] for a in batch) <= usable
+
+
+def test_room_for_the_answer_is_counted_once(tiny_qa, clip_path):
+    answer = tiny_qa.ask(clip_path, "What is it?", prune=PruneConfig(method="fastv", k=2, r="auto"),
+                         max_new_tokens=8)
+    mem, s = answer.decision.memory, answer.stats
+    assert mem["kv_bytes_full"] == mem["kv_bytes_per_token"] * (s.prompt_tokens + 8)
+
+
+def test_context_check_with_keep_positions_uses_the_last_position(tiny_qa, clip_path):
+    """Kept tokens keep their unpruned positions, so the last position is that of the unpruned prompt."""
+    none = tiny_qa.prepare(clip_path, "why", None, PruneConfig(method="none"), None, 4)
+    per_word = len(tiny_qa.prepare(clip_path, "why why", None, PruneConfig(method="none"), None, 4).ids) - len(none.ids)
+    words = 1 + (tiny_qa.dims.context - 4 - len(none.ids)) // per_word + 1  # unpruned: just over the context
+    question = " ".join(["why"] * words)
+    cfg = PruneConfig(method="random", r=0.5)
+    assert len(tiny_qa.prepare(clip_path, question, None, cfg, None, 4).ids) + 4 <= tiny_qa.dims.context
+    with pytest.raises(InputError, match="context"):
+        tiny_qa.prepare(clip_path, question, None, dataclasses.replace(cfg, keep_positions=True), None, 4)
+
+
+def test_every_eos_id_stops_generation(tmp_path, clip_path):
+    """A Qwen2-style generation config lists several EOS ids: the second one stops decoding too."""
+    qa = VideoQA.from_pretrained(str(make_tiny_model(tmp_path / "qwen2", TinySpec(family="qwen2"))),
+                                 prune=PruneConfig(method="none"), max_new_tokens=6)
+    reqs = [qa.prepare(clip_path, "What is it?", None, qa.prune, None, 6)]
+    tokens = [int(t) for t in engine.decode_n_tokens(qa.model, qa.prefill(reqs, qa.collate(reqs)), 6, None)]
+    stop = tokens[2]
+    first = tokens.index(stop)
+    qa.model.generation_config.eos_token_id = [EOS_ID, stop]
+    answer = qa.ask(clip_path, "What is it?")
+    assert answer.stats.new_tokens == first
+    assert answer.text == qa.processor.tokenizer.decode(tokens[:first], skip_special_tokens=True).strip()
+
+
+def test_timings_are_read_through_the_device_clock(tiny_qa, clip_path):
+    """Every timing is read through the pipeline's clock (which synchronises CUDA first): with a clock that
+    ticks once per reading, each is a whole number of readings."""
+    ticks = itertools.count()
+    qa = qa_sharing(tiny_qa, clock=lambda: float(next(ticks)))
+    s = qa.ask(clip_path, "What is it?", prune=PruneConfig(method="fastv", k=2, r=0.5)).stats
+    for t in (s.t_sample, s.t_encode, s.t_rank, s.t_prefill, s.t_generate, s.t_total):
+        assert t == int(t) and t >= 0
+    assert 1 <= s.t_rank < s.t_prefill < s.t_total and s.t_generate >= 1
+
+
+def test_device_clock_synchronises_before_every_reading():
+    calls = []
+    now = device_clock(torch.device("cuda"), sync=lambda: calls.append("sync"))
+    now(), now()
+    assert calls == ["sync", "sync"]
+    assert device_clock(torch.device("cpu")) is time.perf_counter  # CPU: read directly, as before
+
+
+def test_peak_memory_is_this_calls_not_the_process_lifetime(tiny_qa, clip_path):
+    """A bigger earlier allocation (freed since) must not show up in a later answer's peak."""
+    big = np.ones(256 << 20, dtype=np.uint8)  # 256 MiB, touched: the process high-water mark rises
+    del big
+    answer = tiny_qa.ask(clip_path, "What is it?", max_new_tokens=2)
+    lifetime = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert answer.stats.peak_memory_kind == "cpu-rss-sampled"
+    assert 0 < answer.stats.peak_memory_bytes < lifetime - (128 << 20)
+
+
+def test_clip_cache_keeps_the_recently_used(tiny_qa, clip_path):
+    qa = qa_sharing(tiny_qa)
+    first, _ = qa.sample(clip_path, 1)
+    for n in range(2, CACHE_SIZE + 1):
+        qa.sample(clip_path, n)
+    assert qa.sample(clip_path, 1)[0] is first  # used again: now the most recent
+    qa.sample(clip_path, CACHE_SIZE + 1)  # evicts the least recently used (2 frames), not the oldest
+    assert qa.sample(clip_path, 1)[0] is first
+
+
+def test_two_threads_asking_at_once_get_the_sequential_answers(tiny_qa, clip_path, tmp_path):
+    """Calls from two threads run one after the other (the clock's readings come in one block per call), give
+    the answers sequential calls give, and a clip both ask about at once is encoded once."""
+    other = write_clip(tmp_path / "other.mp4", n_frames=13, size=(80, 60))
+    jobs = [(clip_path, "What is it?", PruneConfig(method="fastv", k=2, r=0.5)),
+            (clip_path, "Which way does it move?", PruneConfig(method="vispruner", r=0.75)),
+            (other, "What colour is it?", PruneConfig(method="none"))]
+    qa = qa_sharing(tiny_qa)
+    expected = [(a.text, a.kept.kept) for a in (qa.ask(v, q, prune=c) for v, q, c in jobs)]
+    readers: list[int] = []
+
+    def clock() -> float:
+        readers.append(threading.get_ident())
+        return time.perf_counter()
+
+    qa = qa_sharing(tiny_qa, clock=clock)  # fresh caches
+    start = threading.Barrier(2)
+
+    def ask(job):
+        if job is jobs[0] or job is jobs[1]:
+            start.wait()  # the first two calls (same clip, not yet encoded) start together
+        return qa.ask(job[0], job[1], prune=job[2])
+
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(ask, jobs))
+    assert [(a.text, a.kept.kept) for a in answers] == expected
+    assert qa.encode_count == 2  # each clip once
+    switches = sum(a != b for a, b in itertools.pairwise(readers))
+    assert switches <= len(jobs) - 1
+
+
+def test_a_stream_may_be_advanced_from_different_threads(tiny_qa, clip_path):
+    """As Gradio does with a streaming handler: each step on whichever worker thread is free."""
+    qa = qa_sharing(tiny_qa)
+    stream = qa.stream(clip_path, "What is it?", prune=PruneConfig(method="none"))
+    with ThreadPoolExecutor(1) as first:
+        head = first.submit(next, stream).result()
+    with ThreadPoolExecutor(1) as second:
+        rest = second.submit(list, stream).result()
+    assert isinstance(rest[-1], Answer) and "".join([head, *rest[:-1]]).strip() == rest[-1].text
+    assert qa.ask(clip_path, "What is it?", prune=PruneConfig(method="none")).text == rest[-1].text  # released

@@ -1,75 +1,231 @@
-"""`--engine ray` on a local Ray (2 CPUs): the same records as the local engine, written by the driver."""
+"""`--engine ray` on a real Ray cluster started by the tests (`ray start --head`, 2 CPUs), joined the documented
+ways (RAY_ADDRESS=HOST:PORT and ray://HOST:PORT): the same records as the local engine, nothing lost or
+duplicated when an actor is killed, and one clear line when the cluster cannot be joined."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import threading
+
 import pytest
 from clipgen import write_clip, write_text
+from ray_cluster import Cluster
 
-from videoqa.batch.local import local_records, qa_answer_fn
-from videoqa.batch.ray_engine import RayOptions, ray_records
+from videoqa.batch.local import local_engine
+from videoqa.batch.ray_engine import RayOptions, _QAActor, ray_engine
 from videoqa.batch.run import run_batch
 from videoqa.batch.store import latest_by_key, read_records
-from videoqa.batch.worklist import collect_work
+from videoqa.batch.worklist import WorkItem, collect_work
+from videoqa.errors import InputError
 
 ray = pytest.importorskip("ray")
 
 QUESTION = "What is shown?"
 
 
-def test_ray_engine_matches_local_engine(tmp_path):
-    import torch
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(num_cpus=2)
+    yield c
+    if ray.is_initialized():
+        ray.shutdown()
+    c.stop()
 
-    from videoqa.pipeline import VideoQA
-    from videoqa.pruning import PruneConfig
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
     from videoqa.tiny import make_tiny_model
 
-    model = make_tiny_model(tmp_path / "model")
-    clips = tmp_path / "clips"
+    root = tmp_path_factory.mktemp("ray")
+    model = make_tiny_model(root / "model")
+    clips = root / "clips"
     clips.mkdir()
     write_clip(clips / "a.mp4", n_frames=12)
-    write_clip(clips / "b.avi", n_frames=20, fmt="avi-mpeg4")
     write_clip(clips / "c.gif", n_frames=9, fmt="gif")
     write_text(clips / "d_broken.mp4")
-    items = collect_work([clips], [QUESTION])
-    prune = PruneConfig("fastv", k=2, r=0.5)
-    kwargs = {"model": str(model), "device": "cpu", "dtype": None, "attn_implementation": "sdpa",
-              "prune": {**prune.__dict__}, "frames": None, "max_new_tokens": 6}
+    return root, model, collect_work([clips], [QUESTION])
 
-    # Ray actors run torch on one thread; so does the local reference, for bit-identical arithmetic.
+
+def spec(model, r) -> dict:
+    return {"model": str(model), "device": "cpu", "dtype": None, "attn_implementation": "sdpa",
+            "prune": {"method": "fastv", "k": 2, "r": r, "rank_by": "last", "seed": 0, "keep_positions": False},
+            "frames": None, "max_new_tokens": 6, "prompt": "plain"}
+
+
+def local_reference(root, items, model_spec):
+    """The local engine's records, on one torch thread like a Ray actor (bit-identical arithmetic)."""
+    import torch
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        qa = VideoQA.from_pretrained(str(model), device="cpu", prune=prune, max_new_tokens=6)
-        local = run_batch(items, tmp_path / "local.jsonl", lambda todo: local_records(todo, qa_answer_fn(qa)),
-                          progress=False)
+        run_batch(items, root / f"local-{model_spec['prune']['r']}.jsonl", local_engine(model_spec), progress=False)
     finally:
         torch.set_num_threads(threads)
+    return latest_by_key(read_records(root / f"local-{model_spec['prune']['r']}.jsonl"))
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        out = tmp_path / "ray.jsonl"
-        summary = run_batch(items, out, lambda todo: ray_records(todo, kwargs, RayOptions(actors=1, timeout_s=60)),
-                            progress=False)
-        # Resuming a finished Ray run starts nothing.
-        again = run_batch(items, out, lambda todo: pytest.fail("nothing should run"), progress=False)
-    finally:
-        ray.shutdown()
-    print(f"local: {local.line()}\nray:   {summary.line()}")
 
-    assert (summary.ran, summary.ok, summary.errors) == (4, 3, 1) == (local.ran, local.ok, local.errors)
-    assert (again.ran, again.already_done, again.skipped_errors) == (0, 3, 1)
-    got = read_records(out)
-    assert len(got) == len({r["key"] for r in got}) == 4
-    want, got = latest_by_key(read_records(tmp_path / "local.jsonl")), latest_by_key(got)
-    assert set(got) == set(want) == {it.key for it in items}
+def assert_same_records(got: dict, want: dict) -> None:
+    assert set(got) == set(want)
     for key, w in want.items():
         g = got[key]
-        assert g["engine"] == "ray" and w["engine"] == "local"
-        assert g["answer"] == w["answer"], key
-        assert g["error"] == w["error"], key
+        assert (g["engine"], w["engine"]) == ("ray", "local")
+        assert (g["answer"], g["error"]) == (w["answer"], w["error"]), key
         if w["error"] is None:
-            assert g["kept"] == w["kept"]  # the same kept token indices, per frame counts, layout
-            assert g["frames"]["indices"] == w["frames"]["indices"]
-            assert g["kept"]["n_kept"] == 8 * 65 // 2
+            assert g["kept"] == w["kept"], key
+            if w["decision"]:  # the same choice; the memory it saw differs between processes
+                assert {**g["decision"], "memory": None} == {**w["decision"], "memory": None}, key
+            assert g["frames"]["indices"] == w["frames"]["indices"], key
         else:
             assert "d_broken.mp4" in key and "not a video" in g["error"]
+
+
+def test_two_actors_on_a_two_cpu_cluster_match_the_local_engine(cluster, setup, monkeypatch):
+    """RAY_ADDRESS=HOST:PORT; R=auto, so the actors choose the frame count and decode (under the timeout)
+    themselves; --batch-size 2 answers two questions per batch."""
+    root, model, items = setup
+    model_spec = spec(model, "auto")
+    want = local_reference(root, items, model_spec)
+    monkeypatch.setenv("RAY_ADDRESS", cluster.address)
+    out = root / "ray-auto.jsonl"
+    summary = run_batch(items, out, ray_engine(model_spec, RayOptions(actors=2, batch_size=2, timeout_s=60)),
+                        progress=False)
+    print(summary.line())
+    assert (summary.ran, summary.ok, summary.errors) == (3, 2, 1)
+    assert [name for name, _ in summary.phases] == ["cluster connect", "model load", "processing"]
+    got = read_records(out)
+    assert len(got) == len({r["key"] for r in got}) == 3
+    assert_same_records(latest_by_key(got), want)
+    assert all(r["decision"] for r in got if not r["error"])  # R=auto decided per clip
+    ray.shutdown()
+
+
+def test_an_actor_killed_mid_run_loses_and_duplicates_nothing(cluster, setup):
+    """Through Ray Client (ray://), one actor: after the first record its process is killed; Ray restarts
+    it and the run completes with each record exactly once, equal to the local engine's."""
+    root, model, items = setup
+    model_spec = spec(model, 0.5)
+    want = local_reference(root, items, model_spec)
+    produce = ray_engine(model_spec, RayOptions(actors=1, timeout_s=60, address=cluster.client_address))
+    killed: list[int] = []
+
+    def kill_after_first(todo):
+        for i, rec in enumerate(produce(todo)):
+            if i == 0:
+                (pid,) = cluster.pids("MapWorker(MapBatches(_QAActor))")
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            yield rec
+
+    out = root / "ray-killed.jsonl"
+    summary = run_batch(items, out, kill_after_first, progress=False)
+    assert killed and (summary.ran, summary.ok, summary.errors) == (3, 2, 1)
+    got = read_records(out)
+    assert sorted(r["key"] for r in got) == sorted(it.key for it in items)  # none lost, none twice
+    assert_same_records(latest_by_key(got), want)
+    ray.shutdown()
+
+
+def test_cluster_that_cannot_be_joined_is_one_line_and_exit_2(cluster, setup, capsys, monkeypatch):
+    from videoqa.cli import main as cli_main
+
+    root, model, _ = setup
+    closed = "127.0.0.1:1"  # nothing listens there
+    args = ["batch", str(root / "clips"), "--question", QUESTION, "--model", str(model), "--engine", "ray",
+            "--out", str(root / "never.jsonl"), "--no-progress"]
+    for address in (closed, "ray://" + closed):
+        monkeypatch.setenv("RAY_ADDRESS", address)
+        assert cli_main(args) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and err.startswith(f"videoqa: error: cannot reach Ray at {address}"), err
+    monkeypatch.setenv("RAY_ADDRESS", cluster.address)
+    assert cli_main([*args, "--num-cpus", "2"]) == 2
+    assert "--num-cpus sizes a local Ray" in capsys.readouterr().err
+    assert not (root / "never.jsonl").exists() or not read_records(root / "never.jsonl")
+
+
+def test_actor_decodes_auto_frame_counts_under_the_timeout():
+    """Under R=auto the actor decodes; a decoder that hangs becomes an error record after the timeout."""
+    import numpy as np
+
+    hung = threading.Event()
+
+    class HangingQA:
+        prompt, prune, frames, max_new_tokens = "plain", None, None, 6
+
+        def text_tokens(self, question):
+            return 12
+
+        def plan(self, duration_s, n_text, cfg, frames, max_new):
+            return 8, 0.5, None
+
+        def sample(self, video, frames):
+            hung.wait(30)  # a decoder that never returns (released at the end of the test)
+
+    actor = _QAActor.__new__(_QAActor)
+    actor.qa, actor.timeout_s, actor.load_s = HangingQA(), 0.2, None
+    item = WorkItem(key="k", video="/clips/hangs.mp4", question=QUESTION)
+    batch = {"item": np.array([json.dumps(item.__dict__)], dtype=object), "clip": np.array([b""], dtype=object),
+             "error": np.array([""], dtype=object), "duration": np.array([3.0])}
+    try:
+        (rec,) = [json.loads(r) for r in actor(batch)["record"]]
+    finally:
+        hung.set()
+    assert rec["key"] == "k" and rec["answer"] is None and rec["error"] == "TimeoutError: gave up after 0.2s"
+
+
+def test_layout_fits_two_actors_on_two_cpus_and_refuses_what_cannot_fit(cluster):
+    from videoqa.batch.ray_engine import _layout
+
+    ray.init(address=cluster.address, log_to_driver=False)
+    try:
+        assert _layout(RayOptions(actors=2)) == {"cpus": 0.75, "gpus": 0}
+        assert _layout(RayOptions(actors=1)) == {"cpus": 1.0, "gpus": 0}
+        assert _layout(RayOptions(actors=2, cpus_per_actor=0.5)) == {"cpus": 0.5, "gpus": 0}
+        with pytest.raises(InputError, match="do not fit the cluster's 2 CPUs"):
+            _layout(RayOptions(actors=2, cpus_per_actor=1))
+        with pytest.raises(InputError, match=r"needs 1 GPUs; the cluster has 0 \(fractions share one"):
+            _layout(RayOptions(actors=2, gpus_per_actor=0.5))
+    finally:
+        ray.shutdown()
+
+
+def test_actor_answers_a_batch_of_rows_in_one_left_padded_batch():
+    """--batch-size N with Ray: an actor given N decoded rows asks the model once (VideoQA.ask_batch); a
+    row the CPU stage could not decode is an error record and stays out of the batch."""
+    import pickle
+
+    import numpy as np
+
+    from videoqa.video import Clip
+
+    calls = []
+
+    class FakeAnswer:
+        def __init__(self, q):
+            self.q = q
+
+        def to_dict(self):
+            return {"answer": f"answer to {self.q}"}
+
+    class BatchQA:
+        def ask_batch(self, items):
+            calls.append([q for _, q in items])
+            return [FakeAnswer(q) for _, q in items]
+
+    actor = _QAActor.__new__(_QAActor)
+    actor.qa, actor.timeout_s, actor.load_s = BatchQA(), 60, 1.5
+    items = [WorkItem(key=f"k{i}", video=f"/clips/{i}.mp4", question=f"q{i}") for i in range(3)]
+    clip = pickle.dumps(Clip.__new__(Clip))
+    batch = {"item": np.array([json.dumps(it.__dict__) for it in items], dtype=object),
+             "clip": np.array([clip, b"", clip], dtype=object),
+             "error": np.array(["", "VideoError: /clips/1.mp4: not a video", ""], dtype=object),
+             "duration": np.array([None, None, None], dtype=object)}
+    recs = [json.loads(r) for r in actor(batch)["record"]]
+    assert calls == [["q0", "q2"]]
+    assert [(r["key"], r["answer"], r["error"]) for r in recs] == [
+        ("k0", "answer to q0", None), ("k1", None, "VideoError: /clips/1.mp4: not a video"),
+        ("k2", "answer to q2", None)]
+    assert recs[0]["_model_load_s"] == 1.5 and "_model_load_s" not in recs[1]  # the actor's first record only

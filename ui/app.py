@@ -1,8 +1,7 @@
-"""The web chat: upload a clip, ask about it, see which visual tokens the model kept for each frame.
+"""The web chat: upload a clip, ask about it, see which visual tokens the model kept for each frame, or
+compare every pruning method on the same question.
 
-Thin on purpose: every answer comes from `VideoQA.stream`, the same call the CLI makes. The app only keeps
-per-browser-session state (the clip and the conversation) and turns Answers into a chat message, a
-per-frame heatmap gallery and a stats table.
+Thin on purpose: the page is laid out here and wired to `ChatActions`, which calls `VideoQA.stream`.
 
     qa = VideoQA.from_pretrained("demo")
     app = build_app(qa)
@@ -11,129 +10,48 @@ per-frame heatmap gallery and a stats table.
 
 from __future__ import annotations
 
-import logging
-import time
-from dataclasses import dataclass, field
+import functools
+import inspect
+import tempfile
 from pathlib import Path
 
 import gradio as gr
 
-from videoqa.errors import InputError, VideoQAError
-from videoqa.heatmap import render_heatmaps
 from videoqa.model import packaged_path
-from videoqa.pruning import METHODS, PruneConfig
+from videoqa.pruning import METHODS
 
-log = logging.getLogger(__name__)
+from .actions import ChatActions, parse_r
+from .media import VIDEO_EXTENSIONS, list_examples, list_samples, sweep_cache
+from .session import ChatSession
 
-VIDEO_EXTENSIONS = (".mp4", ".avi", ".mkv", ".webm", ".mov", ".gif")
-BROWSER_PLAYABLE = (".mp4", ".webm")  # shown in the preview player; other formats are still answered
+__all__ = ["CSS", "DEFAULT_SAMPLES", "build_app", "launch", "list_samples", "parse_r", "sweep_cache"]
+
 DEFAULT_SAMPLES = packaged_path("clips")
 MAX_FRAMES = 32
+NARROW = "@media (max-width: 640px)"
+MODEL = {"concurrency_id": "model", "concurrency_limit": 1}  # one answer at a time: one model
 
-CSS = """
-#stats table { font-size: 0.9em; }
-#stats td:first-child { white-space: nowrap; font-weight: 600; }
-/* show every frame's heatmap at once instead of a fixed-height scroll box */
-#heatmaps, #heatmaps .grid-wrap { height: auto !important; max-height: none !important; }
+CSS = f"""
+#stats table {{ font-size: 0.9em; }}
+#stats td:first-child {{ white-space: nowrap; font-weight: 600; }}
+/* the text of a message exactly as typed, spaces and line breaks included */
+#chat .message-content .md {{ white-space: pre-wrap; }}
+/* every frame's heatmap at once (no fixed-height scroll box), each caption in full under its image */
+.heatmaps, .heatmaps .grid-wrap {{ height: auto !important; max-height: none !important; }}
+.heatmaps .grid-container {{ grid-template-columns: repeat(var(--grid-cols), minmax(0, 1fr));
+  padding-top: 2.2rem; }}  /* below the gallery's download button */
+.heatmaps .thumbnail-item {{ aspect-ratio: auto; display: flex; flex-direction: column; height: auto; }}
+.heatmaps .thumbnail-item img {{ aspect-ratio: 1 / 1; width: 100%; height: auto; }}
+.heatmaps .caption-label {{ position: static; max-width: none; white-space: normal; overflow: visible;
+  border: none; border-radius: 0; font-size: 0.85em; }}
+#examples td .container {{ width: 44px !important; height: 44px !important; margin: 0; }}
+#examples td img {{ width: 100%; height: 100%; object-fit: cover; }}
+#examples td {{ padding: 3px 6px; }}
+{NARROW} {{
+  .heatmaps .grid-container {{ grid-template-columns: repeat(2, minmax(0, 1fr)) !important; }}
+  #chat {{ height: 52vh !important; }}
+}}
 """
-
-
-@dataclass
-class ChatSession:
-    """One browser tab's state: the current clip and the conversation about it."""
-
-    clip: str | None = None  # path of the uploaded or example clip
-    turns: list[tuple[str, str]] = field(default_factory=list)  # (question, answer) pairs for the model
-    messages: list[dict] = field(default_factory=list)  # what the chatbot shows (includes notices)
-    epoch: int = 0  # bumped by each new conversation, so an answer still streaming for the old one is dropped
-
-    def restart(self, clip: str | None = None) -> None:
-        # In place: Gradio hands every event of a tab the same object, so a running `ask` sees the change.
-        self.clip, self.turns, self.messages, self.epoch = clip, [], [], self.epoch + 1
-
-
-def _notice(text: str) -> dict:
-    return {"role": "assistant", "content": text}
-
-
-def _reason(error: VideoQAError) -> str:
-    """The error's message; for a VideoError only the reason (the path is Gradio's long temp path)."""
-    return str(getattr(error, "reason", error))
-
-
-def list_samples(samples_dir: str | Path | None) -> list[Path]:
-    """Example clips in `samples_dir` (sorted); empty when the folder does not exist yet."""
-    if samples_dir is None or not Path(samples_dir).is_dir():
-        return []
-    return sorted(p for p in Path(samples_dir).iterdir() if p.suffix.lower() in VIDEO_EXTENSIONS)
-
-
-def parse_r(text: str | float | None) -> float | str:
-    """The R box: 'auto' (or empty) or a number in [0, 1)."""
-    s = str(text if text is not None else "").strip().lower()
-    if s in ("", "auto"):
-        return "auto"
-    try:
-        return float(s)
-    except ValueError:
-        raise InputError(f"R must be 'auto' or a number in [0, 1), got {text!r}") from None
-
-
-def _fmt_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return f"{n} B"
-
-
-def _decision_text(decision) -> str:
-    """Why R (and frames) were chosen automatically (pruning.adaptive.Decision.reason)."""
-    return "" if decision is None else decision.reason
-
-
-def format_stats(answer) -> str:
-    """The stats panel for one Answer, as a Markdown table."""
-    s, k, fl = answer.stats, answer.kept, answer.flops
-    share = 100 * k.n_kept / k.n_visual if k.n_visual else 100.0
-    prune = answer.prune
-    where = {None: "no pruning", 0: "before the LLM"}.get(k.layer, f"at LLM layer K={k.layer}")
-    r_line = f"{k.r:.2f} ({'auto' if prune.r == 'auto' else 'set by you'})"
-    why = _decision_text(answer.decision)
-    if why:
-        r_line += f": {why}"
-    for warning in getattr(answer.decision, "warnings", None) or []:
-        r_line += f" ⚠️ {warning}"
-    enc = "cached (follow-up, no re-encode)" if s.encode_cached else f"{s.t_encode:.3f} s"
-    rows = [
-        ("frames", f"{s.frames} sampled ({s.t_sample:.3f} s to decode)"),
-        ("visual tokens", f"{k.n_visual} → {k.n_kept} kept ({share:.1f}%)"),
-        ("method", f"{k.method}, {where}"),
-        ("R (dropped share)", r_line),
-        ("FLOPs (prefill)", f"{fl.ratio:.3f}× of unpruned ({fl.n_tokens} → {fl.n_tokens_pruned} tokens)"),
-        ("time", f"decode {s.t_sample:.3f} s · encode {enc} · prefill {s.t_prefill:.3f} s · "
-                 f"generate {s.t_generate:.3f} s · total {s.t_total:.3f} s"),
-        ("speed", f"{s.tokens_per_s:.1f} tokens/s ({s.new_tokens} new tokens, prompt {s.prompt_tokens})"),
-        ("peak memory", f"{_fmt_bytes(s.peak_memory_bytes)} ({s.peak_memory_kind}) · {s.device}, {s.dtype}"),
-    ]
-    return "| answer | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
-
-
-def sweep_cache(cache_dir: str | Path, max_age_s: float) -> int:
-    """Delete files older than `max_age_s` under `cache_dir` (ours alone); returns how many.
-
-    Gradio deletes the uploads it tracks (delete_cache), but not the gallery images it saves while
-    streaming, so a server left running all day would otherwise keep every heatmap ever shown.
-    """
-    now, removed = time.time(), 0
-    for path in Path(cache_dir).rglob("*"):
-        try:
-            if path.is_file() and now - path.stat().st_mtime > max_age_s:
-                path.unlink()
-                removed += 1
-        except OSError:  # deleted meanwhile by Gradio's own sweep
-            continue
-    return removed
 
 
 def build_app(qa, samples_dir: str | Path | None = DEFAULT_SAMPLES, cache_dir: str | Path | None = None,
@@ -141,149 +59,214 @@ def build_app(qa, samples_dir: str | Path | None = DEFAULT_SAMPLES, cache_dir: s
     """A Blocks app around a loaded `VideoQA` (loaded once, shared by every session).
 
     `cache_dir`: Gradio's upload/cache folder when it belongs to this app alone (`videoqa serve` makes
-    one per process); files older than `max_age_s` there are swept after each answer.
+    one per process); previews and exports go there too, and files older than `max_age_s` there are
+    swept after each answer.
     """
-    samples = list_samples(samples_dir)
-    vp = qa.processor.video_processor
+    work_dir = Path(cache_dir) / "videoqa" if cache_dir else Path(tempfile.mkdtemp(prefix="videoqa-ui-"))
+    examples = list_examples(samples_dir, work_dir)
     dims = qa.dims
-    default = qa.prune
-
-    def load_clip(path: str | None, session: ChatSession):
-        """A new clip (upload or example) starts a new conversation."""
-        session.restart()
-        preview = None
-        if path:
-            name = Path(path).name
-            if Path(path).suffix.lower() not in VIDEO_EXTENSIONS:
-                session.messages.append(_notice(
-                    f"⚠️ `{name}` is not a supported video ({', '.join(VIDEO_EXTENSIONS)})."))
-            else:
-                try:
-                    from videoqa.video import probe_video
-
-                    info = probe_video(path)
-                except VideoQAError as e:
-                    session.messages.append(_notice(f"⚠️ Cannot use `{name}`: {_reason(e)}"))
-                else:
-                    session.clip = path
-                    preview = path if Path(path).suffix.lower() in BROWSER_PLAYABLE else None
-                    session.messages.append(_notice(
-                        f"Loaded `{name}`: {info.duration_s:.1f} s, {info.fps:.1f} fps, "
-                        f"{info.width}×{info.height}, {info.codec}. Ask a question."))
-        return session, list(session.messages), preview, None, ""
-
-    def pick_example(name: str | None, session: ChatSession):
-        match = [p for p in samples if p.name == name]
-        return load_clip(str(match[0]) if match else None, session)
-
-    def clear(session: ChatSession):
-        """Forget the conversation (and heatmaps, stats); keep the clip."""
-        session.restart(session.clip)
-        return session, [], None, ""
-
-    def ask(question: str, session: ChatSession, method: str, k: float | None, r: str, frames: float,
-            show_scores: bool):
-        """Stream one answer into the chat; on success also the heatmaps and the stats."""
-        epoch = session.epoch
-        messages = list(session.messages)
-
-        def say(text: str, gallery=None, stats=None) -> tuple:
-            """Show the chat (the last message set to `text`) and keep it in the session."""
-            if session.epoch != epoch:  # a new clip or Clear meanwhile: this answer is no longer wanted
-                return (gr.skip(),) * 5
-            messages[-1] = {"role": "assistant", "content": text}
-            session.messages = list(messages)
-            keep = gr.skip()  # heatmaps and stats of the last answer stay until a new one is complete
-            return session, list(messages), keep if gallery is None else gallery, stats or keep, ""
-
-        question = (question or "").strip()
-        if not question:
-            messages.append(None)
-            yield say("⚠️ Type a question first.")
-            return
-        messages.append({"role": "user", "content": question})
-        messages.append(None)
-        if session.clip is None:
-            yield say("⚠️ Upload a clip (or pick an example) first.")
-            return
-        yield say("")
-        text, answer = "", None
-        try:
-            cfg = PruneConfig(method=method, k=default.k if k is None else int(k), r=parse_r(r),
-                              rank_by=default.rank_by, seed=default.seed, important_ratio=default.important_ratio)
-            for item in qa.stream(session.clip, question, history=list(session.turns), prune=cfg,
-                                  frames=int(frames or 0) or None):
-                if session.epoch != epoch:
-                    return  # stop generating: nobody is waiting for this answer
-                if isinstance(item, str):
-                    text += item
-                    yield say(text)
-                else:
-                    answer = item
-        except VideoQAError as e:
-            yield say(f"{text}\n\n⚠️ {_reason(e)}".strip())
-            return
-        except Exception as e:  # a bug, not the user's fault: log it, tell the user, keep serving
-            log.exception("answering %r about %s failed", question, session.clip)
-            yield say(f"⚠️ internal error ({type(e).__name__}: {e}); see the server log.")
-            return
-        if session.epoch != epoch:
-            return
-        gallery = render_heatmaps(answer.clip, answer.kept, vp.size, vp.crop_size, show_scores=show_scores)
-        if cache_dir is not None:
-            sweep_cache(cache_dir, max_age_s)
-        session.turns = [*session.turns, (question, answer.text)]
-        yield say(answer.text or "(empty answer)", gallery, format_stats(answer))
-
     with gr.Blocks(title="videoqa", analytics_enabled=False, delete_cache=(1800, int(max_age_s))) as app:
-        session = gr.State(ChatSession())
+        session = gr.State(ChatSession())  # each tab gets its own copy
         gr.Markdown(
             f"### videoqa — {qa.name}\n"
             f"{dims.n_layers} LLM layers · {dims.tokens_per_frame} tokens per frame ({dims.grid}×{dims.grid} "
             f"patches + CLS) · {qa.device} {str(qa.dtype).removeprefix('torch.')}"
         )
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=1, min_width=280):
-                # No file_types filter: Gradio would reject other files with a toast; we answer in the chat.
-                upload = gr.File(label="Clip (" + " ".join(VIDEO_EXTENSIONS) + ")", type="filepath",
-                                 elem_id="upload")
-                example = gr.Dropdown(
-                    choices=[p.name for p in samples], value=None, label="…or an example from samples/clips",
-                    interactive=bool(samples), visible=True,
-                    info=None if samples else "no example clips in samples/clips yet",
-                )
-                preview = gr.Video(label="Preview", interactive=False, height=200)
-                with gr.Accordion("Pruning", open=True):
-                    method = gr.Radio(list(METHODS), value=default.method, label="Method", elem_id="method")
-                    k = gr.Number(value=default.k, precision=0, minimum=1, maximum=dims.n_layers - 1,
-                                  label=f"K (FastV layer, 1..{dims.n_layers - 1})")
-                    r = gr.Textbox(value=str(default.r), label="R (share dropped, 0..1) or auto", max_lines=1)
-                    frames = gr.Slider(0, MAX_FRAMES, value=qa.frames or 0, step=1,
-                                       label="Frames (0 = default / auto)")
-                    show_scores = gr.Checkbox(False, label="Colour patches by attention score")
-            with gr.Column(scale=2):
-                chat = gr.Chatbot(label="Chat", height=420, elem_id="chat")
-                with gr.Row():
-                    question = gr.Textbox(placeholder="Ask about the clip…", show_label=False, scale=5,
-                                          max_lines=4, elem_id="question")
-                    send = gr.Button("Ask", variant="primary", scale=1, elem_id="ask")
-                    reset = gr.Button("Clear", scale=1, elem_id="clear")
-                stats = gr.Markdown(elem_id="stats")
-        gallery = gr.Gallery(label="Kept visual tokens per frame (as the model saw it; dimmed = dropped)",
-                             columns=4, height=None, format="png", object_fit="contain", elem_id="heatmaps")
+        with gr.Row(equal_height=False, elem_id="main"):
+            with gr.Column(scale=3, min_width=340, elem_id="main-col"):
+                with gr.Tabs(elem_id="tabs"):
+                    with gr.Tab("Chat", elem_id="chat-tab"):
+                        ui = _chat_tab()
+                    with gr.Tab("Compare methods", elem_id="compare-tab"):
+                        ui |= _compare_tab(qa.prune.method)
+            with gr.Column(scale=1, min_width=280, elem_id="clip-col"):
+                ui |= _clip_panel(qa, examples)
+        ui["session"] = session
+        ui["api"] = gr.Button(visible=False)  # trigger of the endpoints meant for API clients only
+        ui["example_name"] = gr.Textbox(visible=False, label="Example clip name")
 
-        # Cheap events run outside the model's single slot so an upload is never stuck behind an answer.
-        upload.change(load_clip, [upload, session], [session, chat, preview, gallery, stats],
-                      concurrency_limit=None, api_name="load_clip")
-        example.input(pick_example, [example, session], [session, chat, preview, gallery, stats],
-                      concurrency_limit=None, api_name="pick_example")
-        reset.click(clear, [session], [session, chat, gallery, stats], concurrency_limit=None,
-                    api_name="clear")
-        ask_inputs = [question, session, method, k, r, frames, show_scores]
-        ask_outputs = [session, chat, gallery, stats, question]
-        send.click(ask, ask_inputs, ask_outputs, api_name="ask")
-        question.submit(ask, ask_inputs, ask_outputs, api_visibility="private")
+        keep = frozenset(_files_in(ui["examples"].samples)) if examples else frozenset()
+        actions = ChatActions(qa, examples, work_dir, cache_dir, max_age_s, keep)
+        _wire(ui, actions)
+        _wire_api(ui, actions)
     return app
+
+
+def _chat_tab() -> dict:
+    ui = {}
+    ui["chat"] = gr.Chatbot(
+        label="Chat", show_label=False, height=420, elem_id="chat", render_markdown=False, layout="bubble",
+        placeholder="Upload a clip or pick an example, then ask about it.",
+    )
+    with gr.Row(elem_id="ask-row"):
+        ui["question"] = gr.Textbox(placeholder="Ask about the clip…", show_label=False, label="Question",
+                                    scale=5, max_lines=4, elem_id="question")
+        ui["send"] = gr.Button("Ask", variant="primary", scale=1, min_width=80, elem_id="ask")
+    with gr.Row(elem_id="chat-buttons"):
+        ui["stop"] = gr.Button("Stop", size="sm", interactive=False, min_width=60, elem_id="stop")
+        ui["retry"] = gr.Button("Retry", size="sm", min_width=60, elem_id="retry")
+        ui["clear"] = gr.Button("Clear", size="sm", min_width=60, elem_id="clear")
+        ui["export"] = gr.Button("Export JSON", size="sm", min_width=60, elem_id="export")
+    ui["export_file"] = gr.File(label="Conversation (JSON)", visible=False, elem_id="export-file")
+    ui["stats"] = gr.Markdown(label="Answer stats", elem_id="stats")
+    ui["gallery"] = gr.Gallery(
+        label="Kept visual tokens per frame", show_label=False,  # the stats above it carry the legend
+        columns=4, height=None, format="png", object_fit="contain", elem_id="heatmaps",
+        elem_classes=["heatmaps"], allow_preview=True, visible=False,
+    )
+    return ui
+
+
+def _compare_tab(default_method: str) -> dict:
+    ui = {"compare_answers": [], "compare_galleries": [], "compare_summaries": []}
+    gr.Markdown("The same question answered with every pruning method, side by side (K, R and frames "
+                "from the Pruning settings; no chat history).")
+    with gr.Row(elem_id="compare-ask"):
+        ui["compare_question"] = gr.Textbox(placeholder="Question to compare…", show_label=False,
+                                            label="Question to compare", scale=5, max_lines=4,
+                                            elem_id="compare-question")
+        ui["compare_run"] = gr.Button("Compare", variant="primary", scale=1, min_width=110, elem_id="compare-run")
+    ui["compare_status"] = gr.Markdown(label="Compare status", elem_id="compare-status")
+    with gr.Row(equal_height=False, elem_id="compare"):
+        for method in METHODS:
+            with gr.Column(min_width=200, elem_id=f"compare-{method}", elem_classes=["compare-method"]):
+                gr.Markdown(f"#### {method}" + (" (chat's default)" if method == default_method else ""))
+                ui["compare_answers"].append(gr.Textbox(label=f"{method}: answer", lines=2, interactive=False,
+                                                        elem_classes=["compare-answer"]))
+                ui["compare_summaries"].append(gr.Markdown(label=f"{method}: kept tokens and FLOPs",
+                                                           elem_classes=["compare-summary"]))
+                ui["compare_galleries"].append(gr.Gallery(
+                    label=f"{method}: kept tokens per frame", show_label=False, columns=2, height=None, format="png",
+                    object_fit="contain", elem_classes=["heatmaps", "compare-heatmaps"]))
+    return ui
+
+
+def _clip_panel(qa, examples) -> dict:
+    ui = {}
+    # No file_types filter: Gradio would reject other files with a toast; we answer in the chat.
+    ui["upload"] = gr.File(label="Upload a clip (" + " ".join(VIDEO_EXTENSIONS) + ")", type="filepath",
+                           elem_id="upload")
+    ui["preview"] = gr.Video(label="Current clip", interactive=False, height=200, elem_id="preview")
+    dims, default = qa.dims, qa.prune
+    with gr.Accordion("Pruning", open=True):
+        ui["method"] = gr.Radio(list(METHODS), value=default.method, label="Method", elem_id="method")
+        ui["k"] = gr.Number(value=default.k, precision=0, minimum=1, maximum=dims.n_layers - 1,
+                            label=f"K (FastV layer, 1..{dims.n_layers - 1})")
+        ui["r"] = gr.Textbox(value=str(default.r), label="R (share dropped, 0..1) or auto", max_lines=1)
+        ui["frames"] = gr.Slider(0, MAX_FRAMES, value=qa.frames or 0, step=1, label="Frames (0 = default / auto)")
+        ui["show_scores"] = gr.Checkbox(False, label="Colour patches by attention score")
+    ui["examples"] = gr.Dataset(
+        components=["image", "textbox"], headers=["Clip", "Suggested question"],
+        samples=[[str(ex.poster), ex.question] for ex in examples] or [[None, ""]],
+        label="Examples: one click loads the clip and its question", type="index", layout="table",
+        samples_per_page=max(1, len(examples)), elem_id="examples", visible=bool(examples),
+    )
+    return ui
+
+
+def _wire(ui: dict, actions: ChatActions) -> None:
+    """The page's events. All private: API clients get the endpoints of `_wire_api`."""
+    s = ui["session"]
+    settings = [ui["method"], ui["k"], ui["r"], ui["frames"], ui["show_scores"]]
+    chat, question, stop, gallery, stats = ui["chat"], ui["question"], ui["stop"], ui["gallery"], ui["stats"]
+    instant = {"queue": False, "show_progress": "hidden", "api_visibility": "private"}
+
+    # Loading a clip never waits behind an answer; it empties the upload box for the next file.
+    loaded = [chat, ui["preview"], gallery, stats, ui["upload"]]
+    ui["upload"].upload(actions.load_upload, [ui["upload"], s], loaded, api_name="ui_upload", **instant)
+    ui["examples"].click(actions.load_example, [ui["examples"], s], [*loaded, question, ui["compare_question"]],
+                         api_name="ui_example", **instant)
+
+    # Asking: the question moves into the chat at once, then the model answers the tab's queue.
+    for started in (
+        gr.on([ui["send"].click, question.submit], actions.enqueue, [question, s, *settings],
+              [chat, question, stop], trigger_mode="multiple", api_name="ui_enqueue", **instant),
+        ui["retry"].click(actions.retry, [s, *settings], [chat, stop], trigger_mode="multiple",
+                          api_name="ui_retry", **instant),
+    ):
+        answering = started.success(actions.run, [s], [chat, gallery, stats, stop], trigger_mode="multiple",
+                                    show_progress="minimal", api_visibility="private", api_name=False, **MODEL)
+        # The queue was full: no error badge over the chat; the question goes back to the box.
+        answering.failure(actions.refused, [question, s], [chat, question, gallery, stats, stop], api_name=False,
+                          **instant)
+    stop.click(actions.stop, [s], [chat], api_name="ui_stop", **instant)
+    cleared = [chat, gallery, stats, ui["export_file"]]
+    ui["clear"].click(actions.clear, [s], cleared, api_name="ui_clear", **instant)
+    # The chat's own trash icon: the same reset as Clear (the model forgets too, not just the display).
+    chat.clear(actions.clear, [s], cleared, api_name="ui_chat_clear", **instant)
+    ui["export"].click(actions.export, [s], [ui["export_file"]], api_name="ui_export", **instant)
+
+    comparing = gr.on([ui["compare_run"].click, ui["compare_question"].submit], actions.compare,
+                      _compare_inputs(ui), _compare_outputs(ui), show_progress="minimal", api_name="ui_compare",
+                      api_visibility="private", **MODEL)
+    comparing.failure(lambda: "The server is busy with other questions right now: compare again in a moment.",
+                      None, [ui["compare_status"]], api_name=False, **instant)
+
+
+def _wire_api(ui: dict, actions: ChatActions) -> None:
+    """Named endpoints for API clients, one call per action, plain values out. They are triggered by a
+    hidden button the page never clicks."""
+    s, api = ui["session"], ui["api"].click
+    settings = [ui["method"], ui["k"], ui["r"], ui["frames"], ui["show_scores"]]
+    chat, question, answer = ui["chat"], ui["question"], [ui["chat"], ui["gallery"], ui["stats"]]
+    loaded = [chat, ui["preview"], ui["gallery"], ui["stats"]]
+    api(plain(actions.load_upload, keep=(0, 1, 2, 3)), [ui["upload"], s], loaded, api_name="load_clip",
+        queue=False)
+    api(plain(actions.load_named, keep=(0, 1, 2, 3, 5)), [ui["example_name"], s], [*loaded, question],
+        api_name="load_example", queue=False)
+    api(plain(actions.ask), [question, s, *settings], answer, api_name="ask", **MODEL)
+    api(plain(actions.retry_api), [s, *settings], answer, api_name="retry", **MODEL)
+    api(plain(actions.stop), [s], [chat], api_name="stop", queue=False)
+    api(plain(actions.clear, keep=(0, 1, 2)), [s], answer, api_name="clear", queue=False)
+    api(plain(actions.export), [s], [ui["export_file"]], api_name="export", queue=False)
+    api(plain(actions.compare), _compare_inputs(ui), _compare_outputs(ui), api_name="compare", **MODEL)
+
+
+def _compare_inputs(ui: dict) -> list:
+    return [ui["compare_question"], ui["session"], ui["k"], ui["r"], ui["frames"], ui["show_scores"]]
+
+
+def _compare_outputs(ui: dict) -> list:
+    outputs = [ui["compare_status"]]
+    for triple in zip(ui["compare_answers"], ui["compare_galleries"], ui["compare_summaries"], strict=True):
+        outputs += triple
+    return outputs
+
+
+def plain(fn, keep: tuple[int, ...] | None = None):
+    """`fn` for API clients: each gr.update(...) among its outputs becomes just its value (visibility and
+    labels only matter on the page); `keep` picks the outputs the endpoint has."""
+
+    def values(out) -> tuple:
+        out = out if isinstance(out, tuple) else (out,)
+        out = out if keep is None else tuple(out[i] for i in keep)
+        out = tuple(v["value"] if isinstance(v, dict) and v.get("__type__") == "update" and "value" in v
+                    else v for v in out)
+        return out[0] if len(out) == 1 else out
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def stream(*args):
+            for out in fn(*args):
+                yield values(out)
+
+        return stream
+
+    @functools.wraps(fn)
+    def call(*args):
+        return values(fn(*args))
+
+    return call
+
+
+def _files_in(value) -> list[str]:
+    """Paths of the files inside a component's processed value (e.g. a Dataset's samples)."""
+    if isinstance(value, dict):
+        return [value["path"]] if isinstance(value.get("path"), str) else [p for v in value.values()
+                                                                          for p in _files_in(v)]
+    if isinstance(value, (list, tuple)):
+        return [p for v in value for p in _files_in(v)]
+    return []
 
 
 def launch(app: gr.Blocks, *, host: str = "127.0.0.1", port: int = 7860, share: bool = False,

@@ -22,12 +22,12 @@ class Stats:
     t_sample: float  # decoding the video file into frames
     t_encode: float  # preprocessing + vision tower + projector (0 when cached)
     t_prefill: float
-    t_rank: float  # part of prefill spent ranking (FastV)
+    t_rank: float  # part of prefill spent ranking (FastV); every timing is read after synchronising the device
     t_generate: float  # decoding new tokens after the first
     t_total: float
     tokens_per_s: float
-    peak_memory_bytes: int
-    peak_memory_kind: str  # "cuda" (this call) or "cpu-rss" (process high-water mark)
+    peak_memory_bytes: int  # the peak while this answer's batch ran through the LLM (prefill + decoding)
+    peak_memory_kind: str  # "cuda-max-allocated" (allocator peak) or "cpu-rss-sampled" (process resident set)
     cache_bytes: int
     encode_cached: bool
     device: str
@@ -46,6 +46,7 @@ class Answer:
     stats: Stats
     flops: FlopsEstimate
     prune: PruneConfig = field(default_factory=PruneConfig)
+    prompt: str = "plain"  # the prompt template (model.PROMPT_TEMPLATES)
 
     @property
     def warnings(self) -> list[str]:
@@ -60,6 +61,7 @@ class Answer:
             "warnings": self.warnings,
             "video": self.clip.to_dict(),
             "prune": asdict(self.prune),
+            "prompt": self.prompt,
             "kept": self.kept.to_dict(),
             "decision": None if self.decision is None else self.decision.to_dict(),
             "flops": self.flops.to_dict(),

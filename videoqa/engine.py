@@ -3,7 +3,7 @@
 We drive the language model's modules (`layers`, `rotary_emb`, `norm`, `lm_head`) from a short loop of our
 own instead of patching transformers classes: between layer K-1 and layer K the visual tokens are ranked
 (`pruning.fastv.rank`) and we slice the hidden states, positions and mask. Every layer runs with the
-configured attention kernel (SDPA, FlashAttention-2).
+configured attention kernel (SDPA, eager, FlashAttention-2; see `_layer_mask`).
 
 Layers < K cache every token, layers >= K only the kept ones, so decoding reads a smaller cache too.
 Kept tokens keep their original RoPE positions (positions have gaps), as in the official FastV code.
@@ -13,14 +13,17 @@ Batches are left-padded; each sample is ranked and pruned on its own.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 from transformers import DynamicCache
 
+from .errors import InputError
 from .pruning.fastv import FastVPlan, rank
+
+KERNELS = ("sdpa", "eager", "flash_attention_2")  # attention kernels the engine's masks are written for
 
 
 @dataclass
@@ -48,17 +51,31 @@ def position_ids_from_mask(attention_mask: Tensor) -> Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+def check_kernel(model) -> str:
+    """The LM's attention kernel, if the engine supports it (InputError otherwise)."""
+    kernel = language_parts(model)[0].config._attn_implementation
+    if kernel not in KERNELS:
+        raise InputError(f"attention kernel {kernel!r} is not supported; use one of {', '.join(KERNELS)}")
+    return kernel
+
+
 def _layer_mask(decoder, key_mask: Tensor, q_len: int, dtype: torch.dtype) -> Tensor | None:
     """The attention mask a layer needs for `q_len` new queries against keys whose validity is `key_mask`.
 
-    None when nothing is padded: the kernel's own causal path (is_causal / q_len == 1) is then exact and
-    fastest. FlashAttention-2 takes the 2-D padding mask; SDPA and eager take an additive 4-D mask.
+    Causality is by sequence order (the last q_len keys are the queries), never by RoPE position: after
+    FastV's slicing positions have gaps. None where the kernel's own path is exact and fastest: one query
+    with nothing padded sees every key in every kernel; SDPA's is_causal (top-left aligned) is exact when
+    queries and keys are the same tokens; FlashAttention-2's causal flag is bottom-right aligned, so exact
+    for any q_len. Eager attention applies no causality of its own, so it always gets the mask for q_len > 1.
+    FlashAttention-2 takes the 2-D padding mask; SDPA and eager an additive 4-D mask.
     """
-    if bool(key_mask.all()):
-        return None
-    if decoder.config._attn_implementation == "flash_attention_2":
-        return key_mask.long()
+    kernel = decoder.config._attn_implementation
     kv_len = key_mask.shape[1]
+    if bool(key_mask.all()):
+        if q_len == 1 or kernel == "flash_attention_2" or (kernel == "sdpa" and q_len == kv_len):
+            return None
+    elif kernel == "flash_attention_2":
+        return key_mask.long()
     q_idx = torch.arange(kv_len - q_len, kv_len, device=key_mask.device)
     k_idx = torch.arange(kv_len, device=key_mask.device)
     allowed = (k_idx[None, :] <= q_idx[:, None])[None] & key_mask[:, None, :]
@@ -69,10 +86,10 @@ def _layer_mask(decoder, key_mask: Tensor, q_len: int, dtype: torch.dtype) -> Te
     return mask[:, None]
 
 
-def _run_layer(decoder, i: int, h: Tensor, mask, pos_emb, position_ids: Tensor, cache: DynamicCache) -> Tensor:
-    out = decoder.layers[i](
-        h, attention_mask=mask, position_embeddings=pos_emb, position_ids=position_ids, cache=cache, use_cache=True
-    )
+def _run_layer(decoder, i: int, h: Tensor, mask, pos_emb, cache: DynamicCache) -> Tensor:
+    # RoPE comes in pos_emb. position_ids are not passed: FlashAttention-2 would read gaps in them (FastV's
+    # kept positions) as packed sequences and check for that with a device sync in every layer.
+    out = decoder.layers[i](h, attention_mask=mask, position_embeddings=pos_emb, cache=cache, use_cache=True)
     return out[0] if isinstance(out, tuple) else out
 
 
@@ -84,12 +101,15 @@ def prefill(
     visual_mask: Tensor,
     plan: FastVPlan | None = None,
     position_ids: Tensor | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> PrefillResult:
     """Run the prompt through the LM. With a plan, prune visual tokens after layer plan.k - 1.
 
     inputs_embeds [B, n, d] (left-padded), attention_mask [B, n] (1 = real), visual_mask [B, n] (True =
-    visual token). Returns last-position logits and a cache ready for `decode_one_token`.
+    visual token). Returns last-position logits and a cache ready for `decode_one_token`. `clock` times the
+    ranking (on CUDA, pass one that synchronises: see measure.device_clock).
     """
+    check_kernel(model)
     decoder, lm_head = language_parts(model)
     b, n, _ = inputs_embeds.shape
     key_mask = attention_mask.bool()
@@ -109,15 +129,15 @@ def prefill(
     )
     for i in range(n_layers):
         if i == k:
-            t0 = time.perf_counter()
+            t0 = clock()
             h, position_ids, pruned_mask = _prune(decoder, k - 1, h_in, h, position_ids, pos_emb, cache,
                                                   key_mask, visual_mask, plan, result)
-            result.t_rank = time.perf_counter() - t0
+            result.t_rank = clock() - t0
             result.pruned_mask = pruned_mask
             pos_emb = decoder.rotary_emb(h, position_ids=position_ids)
             mask = _layer_mask(decoder, pruned_mask, h.shape[1], h.dtype)
         h_in = h
-        h = _run_layer(decoder, i, h, mask, pos_emb, position_ids, cache)
+        h = _run_layer(decoder, i, h, mask, pos_emb, cache)
     result.logits = lm_head(decoder.norm(h[:, -1:]))[:, 0].float()
     return result
 
@@ -161,20 +181,29 @@ def decode_one_token(model, state: PrefillResult, token_embeds: Tensor) -> Tenso
     h = token_embeds
     k = state.k if state.k is not None else decoder.config.num_hidden_layers
     for i in range(decoder.config.num_hidden_layers):
-        h = _run_layer(decoder, i, h, full if i < k else pruned, pos_emb, position_ids, state.cache)
+        h = _run_layer(decoder, i, h, full if i < k else pruned, pos_emb, state.cache)
     state.next_position = state.next_position + 1
     return lm_head(decoder.norm(h))[:, 0].float()
 
 
-def decode_n_tokens(model, state: PrefillResult, max_new_tokens: int, eos_token_id: int | None) -> Iterator[Tensor]:
-    """Greedy decoding. Yields the next token of every sample ([B]); stops when all samples hit EOS."""
+def eos_ids(eos_token_id: int | list[int] | None) -> set[int]:
+    """A generation config's EOS id(s) as a set: Qwen2-style configs list several, and any of them ends."""
+    if eos_token_id is None:
+        return set()
+    return {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id)
+
+
+def decode_n_tokens(model, state: PrefillResult, max_new_tokens: int,
+                    eos_token_id: int | list[int] | None) -> Iterator[Tensor]:
+    """Greedy decoding. Yields the next token of every sample ([B]); stops when all samples hit an EOS id."""
     embed = model.get_input_embeddings()
     next_tokens = state.logits.argmax(-1)
     done = torch.zeros_like(next_tokens, dtype=torch.bool)
+    eos = torch.tensor(sorted(eos_ids(eos_token_id)), dtype=next_tokens.dtype, device=next_tokens.device)
     for step in range(max_new_tokens):
         yield next_tokens
-        if eos_token_id is not None:
-            done |= next_tokens == eos_token_id
+        if len(eos):
+            done |= torch.isin(next_tokens, eos)
         if bool(done.all()) or step == max_new_tokens - 1:
             return
         logits = decode_one_token(model, state, embed(next_tokens[:, None]))

@@ -3,14 +3,15 @@
 Each sampled frame is shown *as the model saw it*: resized on its shortest edge and center-cropped with the
 same operations as the Video-LLaVA video processor (torchvision resize on uint8, bicubic with antialias,
 then a center crop), so a highlighted patch is exactly the 14x14 (real model) or 8x8 (tiny) pixel square
-that became that token. Kept patches keep their colours, dropped ones are dimmed; the frame's CLS token has
-no place on the grid, so it is reported in the caption.
+that became that token. Kept patches keep their colours, dropped ones are dimmed, and dropped ones whose
+content was merged into a kept token (token-merging methods) are tinted blue instead; the frame's CLS token
+has no place on the grid, so it is reported in the caption.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -21,6 +22,8 @@ from PIL import Image, ImageDraw
 from .pruning.base import KeptTokens
 
 DIM = 0.28  # brightness of a dropped patch: dark enough to read at a glance, the content still visible
+MERGED_TINT = (40, 110, 255)  # colour mixed into a patch merged into a kept token
+MERGED_MIX = 0.45  # share of the tint in such a patch: clearly not kept, clearly not just dropped
 MIN_DISPLAY = 256  # frames are upscaled (nearest) to at least this: 224 px -> 448, tiny 64 px -> 256
 
 
@@ -82,14 +85,37 @@ def _score_colours(scores: np.ndarray) -> np.ndarray:
     return (colormaps["inferno"](norm)[..., :3] * 255).astype(np.uint8)
 
 
+def absorbed_tokens(kept: KeptTokens, absorbed=None) -> set[int]:
+    """Visual-span indices merged into some kept token (and not kept themselves).
+
+    `absorbed` maps a kept index to the indices it absorbed (JSON string keys accepted), or lists them per
+    kept token in `kept.kept` order; when None it is read from the record (`kept.absorbed`, or
+    `kept.details["absorbed"]` / `["merged"]`). Methods that do not merge have none.
+    """
+    if absorbed is None:
+        absorbed = getattr(kept, "absorbed", None)
+    for key in ("absorbed", "merged"):
+        if absorbed is None and isinstance(kept.details, Mapping):
+            absorbed = kept.details.get(key)
+    if isinstance(absorbed, Mapping):
+        groups = absorbed.values()
+    elif isinstance(absorbed, Sequence) and len(absorbed) == len(kept.kept):
+        groups = absorbed
+    else:
+        return set()
+    merged = {int(i) for group in groups if isinstance(group, Sequence) for i in group}
+    return merged - set(kept.kept)
+
+
 def render_heatmaps(
-    clip, kept: KeptTokens, size, crop, show_scores: bool = False
+    clip, kept: KeptTokens, size, crop, show_scores: bool = False, absorbed=None
 ) -> list[tuple[Image.Image, str]]:
     """One (image, caption) per sampled frame of `clip`, showing the patches in `kept`.
 
     `clip` is a videoqa.video.Clip (frames, timestamps); `kept.layout` says how the visual span maps to
     frames and grid cells. With `show_scores` and `kept.scores`, patches are coloured by their ranking
-    score (kept ones outlined) instead of dimmed.
+    score (kept ones outlined) instead of dimmed. Patches merged into a kept token (see `absorbed_tokens`)
+    are tinted instead of dimmed, and counted in the caption.
     """
     layout = kept.layout
     frames = np.asarray(clip.frames)
@@ -101,10 +127,7 @@ def render_heatmaps(
     rows, cols = _cell_edges(height, g), _cell_edges(width, g)
 
     masks = kept.frame_masks()
-    kept_grid = np.zeros((layout.n_frames, g, g), dtype=bool)
-    for f, m in enumerate(masks):
-        for r, c in m["patches"]:
-            kept_grid[f, r, c] = True
+    kept_grid, merged_grid = _cell_grids(kept, masks, absorbed)
     colours = _patch_colours(kept) if show_scores and kept.scores is not None else None
 
     scale = max(1, math.ceil(MIN_DISPLAY / max(height, width)))
@@ -117,6 +140,8 @@ def render_heatmaps(
                 cell = (slice(rows[r], rows[r + 1]), slice(cols[c], cols[c + 1]))
                 if colours is not None:
                     shaded[cell] = 0.45 * img[cell] + 0.55 * colours[f, r, c]
+                elif merged_grid[f, r, c]:
+                    shaded[cell] = (1 - MERGED_MIX) * img[cell] + MERGED_MIX * np.asarray(MERGED_TINT, np.float32)
                 elif not kept_grid[f, r, c]:
                     shaded[cell] = img[cell] * DIM
         pil = Image.fromarray(shaded.clip(0, 255).astype(np.uint8))
@@ -129,8 +154,25 @@ def render_heatmaps(
                     [cols[c] * scale, rows[r] * scale, cols[c + 1] * scale - 1, rows[r + 1] * scale - 1],
                     outline=(0, 255, 160),
                 )
-        out.append((pil, _caption(clip, f, int(kept_grid[f].sum()), g * g, masks[f]["cls_kept"], layout)))
+        n_merged = int(merged_grid[f].sum())
+        caption = _caption(clip, f, int(kept_grid[f].sum()), g * g, masks[f]["cls_kept"], layout)
+        out.append((pil, caption + (f" · merged {n_merged}" if n_merged else "")))
     return out
+
+
+def _cell_grids(kept: KeptTokens, masks: list[dict], absorbed) -> tuple[np.ndarray, np.ndarray]:
+    """[frames, grid, grid] masks of the kept patches and of the patches merged into a kept token."""
+    layout, g = kept.layout, kept.layout.grid
+    kept_grid = np.zeros((layout.n_frames, g, g), dtype=bool)
+    for f, m in enumerate(masks):
+        for r, c in m["patches"]:
+            kept_grid[f, r, c] = True
+    merged_grid = np.zeros_like(kept_grid)
+    for i in absorbed_tokens(kept, absorbed):
+        f, r, c = layout.locate(i)
+        if r >= 0:  # a merged CLS token has no cell to tint
+            merged_grid[f, r, c] = True
+    return kept_grid, merged_grid
 
 
 def _patch_colours(kept: KeptTokens) -> np.ndarray:

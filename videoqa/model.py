@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from .errors import ModelLoadError
+from .errors import InputError, ModelLoadError
 
 DEFAULT_MODEL = "LanguageBind/Video-LLaVA-7B-hf"
 # Short names for the models shipped in `videoqa.samples`: name -> (folder, the script that trains it).
@@ -183,14 +183,27 @@ def _load_error(name: str, path: str, e: Exception, unreachable: str | None) -> 
     return ModelLoadError(f"cannot load model {name!r}: {_first_line(e)}")
 
 
-def build_prompt(question: str, history: list[tuple[str, str]] | None = None) -> str:
-    """The checkpoint's template: `USER: <video>\\n{question} ASSISTANT:`; earlier turns come first.
+
+# Prompt templates by name. `plain` is the checkpoint's chat template; `official` is the `llava_v1`
+# conversation Video-LLaVA's evaluation scripts use: its system preamble, then the same turns after a " "
+# separator (SeparatorStyle.TWO: " " after a user turn, "</s>" after an assistant turn).
+LLAVA_V1_SYSTEM = (
+    "A chat between a curious human and an artificial intelligence assistant. "
+    "The assistant gives helpful, detailed, and polite answers to the human's questions."
+)
+PROMPT_TEMPLATES = {"plain": "", "official": LLAVA_V1_SYSTEM + " "}
+
+
+def build_prompt(question: str, history: list[tuple[str, str]] | None = None, template: str = "plain") -> str:
+    """`[preamble ]USER: <video>\n{question} ASSISTANT:`; earlier turns come first.
 
     Earlier answers end with `</s>` as in the Vicuna v1 conversation format the model was trained on.
     """
+    if template not in PROMPT_TEMPLATES:
+        raise InputError(f"unknown prompt template {template!r}; choose {' or '.join(PROMPT_TEMPLATES)}")
     turns = list(history or []) + [(question, None)]
     parts = []
     for i, (q, a) in enumerate(turns):
         user = f"USER: <video>\n{q}" if i == 0 else f"USER: {q}"
         parts.append(f"{user} ASSISTANT:" + ("" if a is None else f" {a}</s>"))
-    return "".join(parts)
+    return PROMPT_TEMPLATES[template] + "".join(parts)

@@ -9,11 +9,9 @@ One straight path, each stage a small function: sample -> encode -> prune -> pre
 from __future__ import annotations
 
 import hashlib
-import os
-import resource
-import time
+import threading
 from collections import OrderedDict
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +23,9 @@ from torch import Tensor
 from . import engine
 from .answer import Answer, Stats
 from .errors import InputError
-from .model import LoadedModel, build_prompt, load_model
+from .measure import Clock, PeakMemory, device_clock
+from .model import PROMPT_TEMPLATES, LoadedModel, build_prompt, load_model
+from .prompt_tokens import prompt_ids
 from .pruning import KeptTokens, ModelDims, PruneConfig, VisualLayout, keep_count
 from .pruning.fastv import FastVPlan
 from .pruning.flops import estimate_flops
@@ -102,10 +102,22 @@ def frames_hash(frames: np.ndarray) -> str:
 
 
 class VideoQA:
-    """A loaded Video-LLaVA with pruning defaults and a small cache of encoded videos."""
+    """A loaded Video-LLaVA with pruning defaults and a small cache of encoded videos.
+
+    Safe to share between threads: `ask`, `stream` and `ask_batch` hold a lock for the whole call, so calls
+    from several threads run one after another. A `stream` holds it until it is exhausted or closed, so do
+    not ask again from inside a loop over a stream.
+
+    `free_memory(device)` (bytes a new allocation can use; adaptive R) and `clock()` (seconds; every timing,
+    read after synchronising the device) can be replaced, e.g. to plan for a given memory size.
+    """
 
     def __init__(self, loaded: LoadedModel, prune: PruneConfig | None = None, frames: int | None = None,
-                 max_new_tokens: int = 64):
+                 max_new_tokens: int = 64, prompt: str = "plain", *,
+                 free_memory: Callable[[torch.device], int] | None = None, clock: Clock | None = None):
+        from .pruning.adaptive import free_memory_bytes
+
+        engine.check_kernel(loaded.model)
         self.model = loaded.model
         self.processor = loaded.processor
         self.device = loaded.device
@@ -115,15 +127,23 @@ class VideoQA:
         self.prune = (prune or PruneConfig()).validate(self.dims.n_layers)
         self.frames = frames
         self.max_new_tokens = max_new_tokens
+        if prompt not in PROMPT_TEMPLATES:
+            raise InputError(f"unknown prompt template {prompt!r}; choose {' or '.join(PROMPT_TEMPLATES)}")
+        self.prompt = prompt  # the template's name, recorded with every answer
         self.encode_count = 0  # vision-tower runs: follow-ups on a cached clip do not add to it
         self._encoded: OrderedDict[str, EncodedVideo] = OrderedDict()
         self._clips: OrderedDict[tuple, Clip] = OrderedDict()
+        self.free_memory = free_memory or free_memory_bytes
+        self.clock = clock or device_clock(self.device)
+        # A plain Lock, not an RLock: Gradio advances a streaming handler from whichever worker thread is free,
+        # so a stream may finish (and release) on another thread than the one it started on.
+        self._lock = threading.Lock()
 
     @classmethod
     def from_pretrained(cls, model: str = "demo", device: str | None = None, dtype: str | None = None,
                         attn_implementation: str = "sdpa", prune: PruneConfig | None = None,
-                        frames: int | None = None, max_new_tokens: int = 64) -> VideoQA:
-        return cls(load_model(model, device, dtype, attn_implementation), prune, frames, max_new_tokens)
+                        frames: int | None = None, max_new_tokens: int = 64, prompt: str = "plain") -> VideoQA:
+        return cls(load_model(model, device, dtype, attn_implementation), prune, frames, max_new_tokens, prompt)
 
     @classmethod
     def from_spec(cls, spec: dict) -> VideoQA:
@@ -139,7 +159,7 @@ class VideoQA:
         """Frames of `video` (decoded once per file version and frame count)."""
         if isinstance(video, Clip):
             return video, 0.0
-        t0 = time.perf_counter()
+        t0 = self.clock()
         path = Path(video)
         try:
             st = path.stat()
@@ -149,9 +169,9 @@ class VideoQA:
         clip = self._clips.get(key) if key else None
         if clip is None:
             clip = sample_frames(path, num_frames)
-            if key:
-                _lru_put(self._clips, key, clip)
-        return clip, time.perf_counter() - t0
+        if key:
+            _lru_put(self._clips, key, clip)
+        return clip, self.clock() - t0
 
     @torch.inference_mode()
     def encode(self, frames: np.ndarray) -> tuple[EncodedVideo, bool]:
@@ -206,59 +226,75 @@ class VideoQA:
             kept, scores, details = list(range(n_vis)), None, {}
         return Selection(kept, features[torch.as_tensor(kept, device=features.device)], scores, details)
 
-    def tokenize(self, prompt: str, n_visual: int) -> Tensor:
-        """Prompt ids with `<video>` expanded to `n_visual` video tokens, as the processor does."""
-        tok = self.processor.tokenizer
-        text = prompt.replace(self.processor.video_token, self.processor.video_token * n_visual)
-        return tok(text, return_tensors="pt").input_ids.to(self.device)
+    def tokenize(self, question: str, history: list[tuple[str, str]] | None, n_visual: int) -> Tensor:
+        """Prompt ids [1, n] with the video token expanded to `n_visual` slots; the question and history stay
+        plain text even where they look like special tokens."""
+        ids = prompt_ids(self.processor.tokenizer, lambda q, h: build_prompt(q, h, self.prompt), question, history,
+                         self.model.config.video_token_id, n_visual)
+        return torch.tensor([ids], device=self.device)
 
     def embed(self, ids: Tensor, visual: Tensor) -> tuple[Tensor, Tensor]:
         """Token embeddings with the visual features scattered into the video-token slots."""
         vis_mask = ids == self.model.config.video_token_id
+        if int(vis_mask.sum()) != len(visual):
+            raise InputError(f"the prompt has {int(vis_mask.sum())} video-token slots for {len(visual)} visual "
+                             f"features; they must be equal")
         embeds = self.model.get_input_embeddings()(ids)
         embeds[vis_mask] = visual.to(embeds.dtype)
         return embeds, vis_mask
 
+    def text_tokens(self, question: str, history: list[tuple[str, str]] | None = None) -> int:
+        """Tokens of the prompt besides the visual ones."""
+        return self.tokenize(question, history, 0).shape[1]
+
+    def plan(self, duration_s: float | None, n_text: int, cfg: PruneConfig, frames: int | None,
+             max_new: int, free_bytes: int | None = None, share: int = 1) -> tuple[int, float, object | None]:
+        """(frames to sample, R, the adaptive decision or None) for one question with `n_text` prompt tokens
+        about a clip of `duration_s` seconds. With R=auto both come from the clip's length, the prompt and the
+        memory free on this model's device (so a caller can decode the clip itself, e.g. under a timeout):
+        `free_bytes` (default: free now) split evenly between `share` requests, the batch this one runs in."""
+        if cfg.method != "none" and cfg.r == "auto":
+            from .pruning.adaptive import AdaptivePolicy, decide
+
+            free = self.free_memory(self.device) if free_bytes is None else free_bytes
+            decision = decide(duration_s, self.dims, n_text, free, k=cfg.layer or 0, frames=frames,
+                              policy=AdaptivePolicy(new_tokens=max_new), share=share)
+            return decision.frames, decision.r, decision
+        return frames or DEFAULT_FRAMES, 0.0 if cfg.method == "none" else float(cfg.r), None
+
     def prepare(self, video: str | Path | Clip, question: str, history: list[tuple[str, str]] | None,
-                cfg: PruneConfig, frames: int | None, max_new: int) -> Request:
-        """Everything before the LLM for one question: frames, encoding, pruning before the LLM, prompt ids."""
-        t_start = time.perf_counter()
+                cfg: PruneConfig, frames: int | None, max_new: int, free_bytes: int | None = None,
+                share: int = 1) -> Request:
+        """Everything before the LLM for one question: frames, encoding, pruning before the LLM, prompt ids.
+        `free_bytes`, `share`: see `plan`."""
+        t_start = self.clock()
         if not question or not question.strip():
             raise InputError("the question is empty")
         frames = frames or self.frames
         if frames is not None and frames < 1:
             raise InputError(f"frames must be >= 1, got {frames}")
-        prompt = build_prompt(question.strip(), history)
-        # The video token is a special token, so the text around it tokenizes the same for any count of it.
-        n_text = len(self.tokenize(prompt, 1)[0]) - 1
-        text_tokens = n_text + max_new
-
-        decision = None
+        question_text = question.strip()
+        n_text = self.text_tokens(question_text, history)
+        duration = None
         if cfg.method != "none" and cfg.r == "auto":
-            from .pruning.adaptive import decide, free_memory_bytes
-
             if isinstance(video, Clip):
                 duration, frames = video.info.duration_s, len(video.frames)
             else:
                 duration = probe_video(video).duration_s
-            decision = decide(duration, self.dims, text_tokens, free_memory_bytes(self.device),
-                              k=cfg.layer or 0, frames=frames)
-            frames, r = decision.frames, decision.r
-        else:
-            r = 0.0 if cfg.method == "none" else float(cfg.r)
-        frames = len(video.frames) if isinstance(video, Clip) else frames or DEFAULT_FRAMES
+        frames, r, decision = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share)
+        frames = len(video.frames) if isinstance(video, Clip) else frames
         self.check_context(frames, n_text, cfg, r, max_new)
         clip, t_sample = self.sample(video, frames)
 
-        t0 = time.perf_counter()
+        t0 = self.clock()
         enc, cached = self.encode(clip.frames)
-        t_encode = 0.0 if cached else time.perf_counter() - t0
+        t_encode = 0.0 if cached else self.clock() - t0
         if cfg.layer == 0:
             sel = self.select_before_llm(enc, cfg, r)
         else:
             sel = Selection(None, rearrange(enc.features, "frame token d -> (frame token) d"))
         visual = sel.visual
-        ids = self.tokenize(prompt, len(visual))[0]
+        ids = self.tokenize(question_text, history, len(visual))[0]
         return Request(question=question, clip=clip, enc=enc, encode_cached=cached, ids=ids, visual=visual,
                        cfg=cfg, r=r, decision=decision, kept=sel.kept, scores=sel.scores, details=sel.details,
                        absorbed=sel.absorbed, max_new=max_new, t_start=t_start, t_sample=t_sample, t_encode=t_encode)
@@ -311,13 +347,12 @@ class VideoQA:
         cfg = requests[0].cfg
         plan = FastVPlan(cfg.k, [req.r for req in requests], cfg.rank_by) if cfg.method == "fastv" else None
         return engine.prefill(self.model, batch.embeds, batch.attention_mask, batch.visual_mask, plan,
-                              batch.position_ids)
+                              batch.position_ids, clock=self.clock)
 
     def decode(self, requests: list[Request], state: engine.PrefillResult) -> Generator[TextDelta, None, list]:
         """Greedy decoding. Yields each sample's new text as it completes; returns the new token ids."""
         tok = self.processor.tokenizer
-        eos = self.model.generation_config.eos_token_id
-        eos = eos[0] if isinstance(eos, list) else eos
+        eos = engine.eos_ids(self.model.generation_config.eos_token_id)
         new_ids: list[list[int]] = [[] for _ in requests]
         texts = ["" for _ in requests]
         done = [False] * len(requests)
@@ -325,7 +360,7 @@ class VideoQA:
             for i, token in enumerate(tokens.tolist()):
                 if done[i]:
                     continue
-                if token == eos or len(new_ids[i]) >= requests[i].max_new:
+                if token in eos or len(new_ids[i]) >= requests[i].max_new:
                     done[i] = True
                     continue
                 new_ids[i].append(token)
@@ -346,21 +381,24 @@ class VideoQA:
         """
         if any(req.cfg != requests[0].cfg for req in requests):
             raise InputError("a batch must use one pruning configuration")
-        if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
-        t0 = time.perf_counter()
-        with torch.inference_mode():
-            state = self.prefill(requests, self.collate(requests))
-        t_prefill = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        new_ids = yield from self.decode(requests, state)
-        t_generate = time.perf_counter() - t0
-        return self.assemble_answers(requests, state, new_ids, t_prefill, t_generate)
+        memory = PeakMemory(self.device).start()
+        try:
+            t0 = self.clock()
+            with torch.inference_mode():
+                state = self.prefill(requests, self.collate(requests))
+            t_prefill = self.clock() - t0
+            t0 = self.clock()
+            new_ids = yield from self.decode(requests, state)
+            t_generate = self.clock() - t0
+        finally:
+            peak = memory.stop()
+        return self.assemble_answers(requests, state, new_ids, t_prefill, t_generate, peak)
 
     def assemble_answers(self, requests: list[Request], state: engine.PrefillResult, new_ids: list[list[int]],
-                         t_prefill: float, t_generate: float) -> list[Answer]:
-        """Text, kept tokens, stats and FLOPs of each sample, from the requests and what the LLM did."""
-        peak, kind = _peak_memory(self.device)
+                         t_prefill: float, t_generate: float, peak: tuple[int, str]) -> list[Answer]:
+        """Text, kept tokens, stats and FLOPs of each sample, from the requests and what the LLM did;
+        `peak`: (bytes, kind) of the batch's peak memory."""
+        peak, kind = peak
         cache = engine.cache_bytes(state.cache)
         n = max(len(req.ids) for req in requests)
         answers = []
@@ -378,7 +416,7 @@ class VideoQA:
                 kept_visual_tokens=len(kept_idx),
                 prompt_tokens=len(req.ids), new_tokens=len(new_ids[i]), t_sample=req.t_sample,
                 t_encode=req.t_encode, t_prefill=t_prefill, t_rank=state.t_rank, t_generate=t_generate,
-                t_total=time.perf_counter() - req.t_start,
+                t_total=self.clock() - req.t_start,
                 tokens_per_s=len(new_ids[i]) / t_generate if t_generate > 0 else 0.0,
                 peak_memory_bytes=peak, peak_memory_kind=kind, cache_bytes=cache // len(requests),
                 encode_cached=req.encode_cached, device=str(self.device),
@@ -387,7 +425,8 @@ class VideoQA:
             flops = estimate_flops(self.dims, len(req.ids) - len(req.visual), n_vis, len(kept_idx), req.cfg.layer)
             text = self.processor.tokenizer.decode(new_ids[i], skip_special_tokens=True).strip()
             answers.append(Answer(text=text, question=req.question, clip=req.clip, kept=kept,
-                                  decision=req.decision, stats=stats, flops=flops, prune=req.cfg))
+                                  decision=req.decision, stats=stats, flops=flops, prune=req.cfg,
+                                  prompt=self.prompt))
         return answers
 
     def positions(self, req: Request, vis_mask: Tensor) -> Tensor:
@@ -425,27 +464,34 @@ class VideoQA:
     def stream(self, video: str | Path | Clip, question: str, history: list[tuple[str, str]] | None = None,
                prune: PruneConfig | None = None, frames: int | None = None,
                max_new_tokens: int | None = None) -> Iterator[str | Answer]:
-        """Yields the answer text as it is generated (str deltas), then the final Answer."""
-        cfg, max_new = self._config(prune, max_new_tokens)
-        events = self.generate([self.prepare(video, question, history, cfg, frames, max_new)])
-        while True:
-            try:
-                yield next(events).text
-            except StopIteration as finished:
-                yield finished.value[0]
-                return
+        """Yields the answer text as it is generated (str deltas), then the final Answer.
+
+        Holds the pipeline's lock until the generator is exhausted or closed."""
+        with self._lock:
+            cfg, max_new = self._config(prune, max_new_tokens)
+            events = self.generate([self.prepare(video, question, history, cfg, frames, max_new)])
+            while True:
+                try:
+                    yield next(events).text
+                except StopIteration as finished:
+                    yield finished.value[0]
+                    return
 
     def ask_batch(self, items: list[tuple[str | Path | Clip, str]], prune: PruneConfig | None = None,
                   frames: int | None = None, max_new_tokens: int | None = None) -> list[Answer]:
         """Answer several (video, question) pairs in one left-padded batch; each sample is ranked and pruned
-        on its own, so every answer equals the one `ask` gives for it alone."""
-        cfg, max_new = self._config(prune, max_new_tokens)
-        events = self.generate([self.prepare(v, q, None, cfg, frames, max_new) for v, q in items])
-        while True:
-            try:
-                next(events)
-            except StopIteration as finished:
-                return finished.value
+        on its own, so every answer equals the one `ask` gives for it alone, except that adaptive R plans each
+        sample with its share of the free memory (read once for the batch), which may prune more."""
+        with self._lock:
+            cfg, max_new = self._config(prune, max_new_tokens)
+            free = self.free_memory(self.device) if cfg.r == "auto" and cfg.method != "none" else None
+            requests = [self.prepare(v, q, None, cfg, frames, max_new, free, len(items)) for v, q in items]
+            events = self.generate(requests)
+            while True:
+                try:
+                    next(events)
+                except StopIteration as finished:
+                    return finished.value
 
 
 def _lru_put(cache: OrderedDict, key, value) -> None:
@@ -453,10 +499,3 @@ def _lru_put(cache: OrderedDict, key, value) -> None:
     cache.move_to_end(key)
     while len(cache) > CACHE_SIZE:
         cache.popitem(last=False)
-
-
-def _peak_memory(device: torch.device) -> tuple[int, str]:
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device), "cuda"
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return rss * (1 if os.uname().sysname == "Darwin" else 1024), "cpu-rss"

@@ -1,19 +1,24 @@
 """The Ray engine: CPU tasks decode clips (under a timeout), an actor pool with one model per actor answers.
 
-Built on Ray Data so decoding and answering overlap and records stream back to the driver as they are
-completed; the driver writes them to the same resumable results file as the local engine.
+Built on Ray Data so decoding and answering overlap. The pipeline runs inside a small driver actor on the
+cluster (Ray Data cannot run through Ray Client), which hands records to this process as they complete;
+this process writes them to the same resumable results file as the local engine. How to join a cluster:
+`ray_connect.py`.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import queue
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
-from ..errors import InputError
-from .local import call_with_timeout, qa_answer_fn
-from .run import Produce, answer_one, base_record
+from ..errors import InputError, VideoQAError
+from .local import call_with_timeout
+from .ray_connect import connect, resolve_address
+from .run import Produce, answer_one, base_record, summarize_answer
 from .worklist import WorkItem
 
 
@@ -22,11 +27,13 @@ class RayOptions:
     """How the Ray engine is laid out on the cluster."""
 
     actors: int = 1  # model replicas
-    gpus_per_actor: float | None = None  # None: 1 when the cluster has GPUs, else 0
+    cpus_per_actor: float | None = None  # None: 1, or the share that lets all actors and decoding fit
+    gpus_per_actor: float | None = None  # None: 1 when the cluster has GPUs, else 0; 0.5: two actors a GPU
     timeout_s: float | None = 600.0  # per clip, for decoding
     address: str | None = None  # None: $RAY_ADDRESS, else a local Ray
     num_cpus: int | None = None  # local Ray only (None: all cores)
     decode_cpus: float = 0.5  # CPU share of one decoding task
+    batch_size: int = 1  # questions an actor answers per left-padded batch
 
 
 def fixed_frame_count(model_spec: dict) -> int | None:
@@ -41,51 +48,198 @@ def fixed_frame_count(model_spec: dict) -> int | None:
 
 
 def _decode_row(row: dict, frames: int | None, timeout_s: float | None) -> dict:
-    """CPU stage: decode the clip (or, when the frame count is the actor's choice, probe it) under a timeout.
-
-    A failure becomes the row's `error`; the actor turns it into an error record without touching the model.
-    """
+    """CPU stage: decode the clip (or, when the frame count is the actor's choice, probe its length) under a
+    timeout. A failure becomes the row's `error`; the actor turns it into an error record."""
     import pickle
 
     from ..video import probe_video, sample_frames
 
     item = WorkItem(**json.loads(row["item"]))
-    clip, error = b"", ""
+    clip, error, duration = b"", "", None
     try:
         if frames:
             clip = pickle.dumps(call_with_timeout(lambda: sample_frames(item.video, frames), timeout_s))
         else:
-            call_with_timeout(lambda: probe_video(item.video), timeout_s)
+            duration = call_with_timeout(lambda: probe_video(item.video), timeout_s).duration_s
     except Exception as e:
         error = f"{type(e).__name__}: {e}"
-    return {"item": row["item"], "clip": clip, "error": error}
+    return {"item": row["item"], "clip": clip, "error": error, "duration": duration}
 
 
 class _QAActor:
     """Ray actor: one VideoQA per actor, loaded once; answers the rows the CPU stage decoded."""
 
-    def __init__(self, model_spec: dict):
+    def __init__(self, model_spec: dict, timeout_s: float | None):
         from ..pipeline import VideoQA
 
+        t0 = time.perf_counter()
         self.qa = VideoQA.from_spec(model_spec)
-        self.answer_fn = qa_answer_fn(self.qa)
+        self.load_s = time.perf_counter() - t0  # reported with this actor's first record
+        self.timeout_s = timeout_s
 
-    def __call__(self, batch: dict) -> dict:
+    def _video(self, item: WorkItem, clip: bytes, duration: float | None):
+        """The clip to answer on. Under R=auto the frame count is this device's choice: decode it here, under
+        the timeout, into the pipeline's clip cache, so answering the path finds it there."""
         import pickle
 
+        if len(clip):
+            return pickle.loads(clip)
+        qa = self.qa
+        n_text = qa.text_tokens(item.question.strip())
+        frames = qa.plan(duration, n_text, qa.prune, qa.frames, qa.max_new_tokens)[0]
+        call_with_timeout(lambda: qa.sample(item.video, frames), self.timeout_s)
+        return item.video
+
+    def __call__(self, batch: dict) -> dict:
         import numpy as np
 
-        out = []
-        for item_json, clip, error in zip(batch["item"], batch["clip"], batch["error"], strict=True):
+        records, ready = {}, []
+        for i, (item_json, clip, error, duration) in enumerate(
+            zip(batch["item"], batch["clip"], batch["error"], batch["duration"], strict=True)
+        ):
             item = WorkItem(**json.loads(item_json))
             if error:  # the CPU stage could not decode it
-                rec = {**base_record(item), "answer": None, "error": str(error), "seconds": 0.0}
-            else:
-                video = pickle.loads(clip) if len(clip) else item.video
-                rec = answer_one(item, lambda _v, q, video=video: self.answer_fn(video, q))
-            rec["engine"] = "ray"
+                records[i] = {**base_record(item), "answer": None, "error": str(error), "seconds": 0.0}
+                continue
+            try:
+                ready.append((i, item, self._video(item, clip, _seconds(duration))))
+            except Exception as e:  # decoding under R=auto failed or timed out
+                records[i] = {**base_record(item), "answer": None, "error": f"{type(e).__name__}: {e}",
+                              "seconds": 0.0}
+        records.update(self._answer(ready))
+        out = []
+        for i in sorted(records):
+            rec = {**records[i], "engine": "ray"}
+            if self.load_s is not None:
+                rec["_model_load_s"], self.load_s = round(self.load_s, 3), None
             out.append(json.dumps(rec, ensure_ascii=False))
         return {"record": np.array(out, dtype=object)}
+
+    def _answer(self, ready: list) -> dict[int, dict]:
+        """Records of the decoded rows: one left-padded batch when there are several (each answer equals asking
+        alone); a batch that fails is answered row by row, so only the bad row becomes an error."""
+        if len(ready) > 1:
+            t0 = time.perf_counter()
+            try:
+                answers = self.qa.ask_batch([(video, item.question) for _, item, video in ready])
+            except Exception:
+                pass
+            else:
+                seconds = round((time.perf_counter() - t0) / len(ready), 4)
+                return {i: {**base_record(item), **summarize_answer(a.to_dict()), "error": None, "seconds": seconds}
+                        for (i, item, _), a in zip(ready, answers, strict=True)}
+        return {i: answer_one(item, lambda _v, q, video=video: summarize_answer(self.qa.ask(video, q).to_dict()))
+                for i, item, video in ready}
+
+
+def _seconds(x) -> float | None:
+    """A duration from a numpy batch column, where a missing one may have become NaN."""
+    return None if x is None or x != x else float(x)
+
+
+def _layout(opts: RayOptions) -> dict:
+    """CPUs and GPUs per actor on the cluster we joined; refuses what cannot be scheduled, in one line."""
+    import ray
+
+    resources = ray.cluster_resources()
+    cpus, gpus_total = resources.get("CPU", 0), resources.get("GPU", 0)
+    if opts.actors < 1 or opts.batch_size < 1:
+        raise InputError("--actors and --batch-size must be >= 1")
+    gpus = opts.gpus_per_actor if opts.gpus_per_actor is not None else (1 if gpus_total > 0 else 0)
+    if gpus and gpus_total < opts.actors * gpus:
+        raise InputError(f"--actors {opts.actors} with {gpus:g} GPU each needs {opts.actors * gpus:g} GPUs; "
+                         f"the cluster has {gpus_total:g} (fractions share one: --gpus-per-actor 0.5)")
+    per_actor = opts.cpus_per_actor
+    if per_actor is None:  # one CPU each, or an even share of what decoding leaves (a 2-CPU machine: 0.75)
+        per_actor = min(1.0, int(100 * (cpus - opts.decode_cpus) / opts.actors) / 100)
+    # Actors hold their CPUs for the whole run; without some left over, decoding never gets scheduled.
+    if per_actor <= 0 or opts.actors * per_actor + opts.decode_cpus > cpus + 1e-9:
+        raise InputError(f"--actors {opts.actors} x {per_actor:g} CPUs plus {opts.decode_cpus:g} for decoding do "
+                         f"not fit the cluster's {cpus:g} CPUs; use fewer actors or a smaller --cpus-per-actor")
+    return {"cpus": per_actor, "gpus": gpus}
+
+
+def _pipeline(todo: list[WorkItem], model_spec: dict, opts: RayOptions, layout: dict) -> Iterator[dict]:
+    """The Ray Data pipeline; runs where Ray Data can run (the driver actor)."""
+    import ray
+
+    ray.data.DataContext.get_current().enable_progress_bars = False  # the caller's bar counts records
+    rows = [{"item": json.dumps(asdict(it))} for it in todo]
+    ds = ray.data.from_items(rows, override_num_blocks=min(len(rows), 200))
+    # Decoding asks for a different CPU share than the actors so Ray does not fuse it into the actor
+    # process: clips are decoded by CPU tasks while the actors run the model, not in turn with it.
+    ds = ds.map(_decode_row, fn_kwargs={"frames": fixed_frame_count(model_spec), "timeout_s": opts.timeout_s},
+                num_cpus=opts.decode_cpus)
+    ds = ds.map_batches(_QAActor, fn_constructor_kwargs={"model_spec": model_spec, "timeout_s": opts.timeout_s},
+                        batch_size=opts.batch_size, batch_format="numpy",
+                        compute=ray.data.ActorPoolStrategy(size=opts.actors), num_cpus=layout["cpus"],
+                        num_gpus=layout["gpus"])
+    for row in ds.iter_rows():
+        yield json.loads(row["record"])
+
+
+class _Driver:
+    """Driver actor: runs the pipeline in a thread and hands out the records produced so far."""
+
+    def __init__(self, todo: list[WorkItem], model_spec: dict, opts: RayOptions, layout: dict):
+        self._queue: queue.Queue = queue.Queue()
+        threading.Thread(target=self._run, args=(todo, model_spec, opts, layout), daemon=True).start()
+
+    def _run(self, *args) -> None:
+        try:
+            for rec in _pipeline(*args):
+                self._queue.put(rec)
+            self._queue.put(None)
+        except Exception as e:
+            self._queue.put(f"{type(e).__name__}: {e}")
+
+    def take(self, wait_s: float = 1.0) -> tuple[list[dict], bool, str | None]:
+        """(records, finished, error): what is ready, waiting up to `wait_s` for the first one."""
+        out: list[dict] = []
+        try:
+            got = self._queue.get(timeout=wait_s)
+            while isinstance(got, dict):
+                out.append(got)
+                got = self._queue.get_nowait()
+        except queue.Empty:
+            return out, False, None
+        return out, True, got  # None: done; a string: the pipeline failed
+
+
+class RayRun:
+    """The records of one Ray run, in completion order; `phases` says where the time went."""
+
+    def __init__(self, todo: list[WorkItem], model_spec: dict, opts: RayOptions):
+        import ray
+
+        self.joined, connect_s = connect(resolve_address(opts.address), opts.num_cpus)
+        self.phases = {"cluster connect": connect_s}
+        layout = _layout(opts)
+        # The driver actor needs no CPU of its own: it only waits on the pipeline.
+        self._driver = ray.remote(num_cpus=0)(_Driver).remote(todo, model_spec, opts, layout)
+        self._t0 = time.perf_counter()
+
+    def __iter__(self) -> Iterator[dict]:
+        import ray
+
+        loads = []
+        finished = False
+        while not finished:
+            try:
+                records, finished, error = ray.get(self._driver.take.remote())
+            except ray.exceptions.RayError as e:  # the driver actor or its node is gone
+                error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+                records, finished = [], True
+            for rec in records:
+                if "_model_load_s" in rec:
+                    loads.append(rec.pop("_model_load_s"))
+                yield rec
+            if error:
+                raise VideoQAError(f"the Ray run stopped: {error}; the records written so far are kept, "
+                                   "re-run the same command to resume")
+        if loads:
+            self.phases["model load"] = max(loads)  # the slowest actor; it overlaps with decoding
+        self.phases["processing"] = time.perf_counter() - self._t0
 
 
 def ray_engine(model_spec: dict, opts: RayOptions) -> Produce:
@@ -93,58 +247,7 @@ def ray_engine(model_spec: dict, opts: RayOptions) -> Produce:
     return lambda todo: ray_records(todo, model_spec, opts)
 
 
-def ray_records(todo: list[WorkItem], model_spec: dict, opts: RayOptions) -> Iterator[dict]:
+def ray_records(todo: list[WorkItem], model_spec: dict, opts: RayOptions) -> RayRun:
     """Answer `todo` on Ray: CPU tasks decode, an actor pool (one model each) answers; records stream back
-    to the driver as they complete, in completion order."""
-    import ray
-
-    if not ray.is_initialized():
-        address = opts.address or os.environ.get("RAY_ADDRESS")
-        if address:
-            ray.init(address=address)
-        else:
-            ray.init(num_cpus=opts.num_cpus, include_dashboard=False)
-    resources = ray.cluster_resources()
-    gpus = opts.gpus_per_actor
-    if gpus is None:
-        gpus = 1 if resources.get("GPU", 0) > 0 else 0
-    # Actors hold their CPU for the whole run; without a CPU left over, decoding never gets scheduled.
-    need_cpus = opts.actors + opts.decode_cpus
-    if resources.get("CPU", 0) < need_cpus:
-        raise InputError(f"--actors {opts.actors} needs {need_cpus:g} CPUs on Ray (one per actor, plus decoding); "
-                         f"the cluster has {resources.get('CPU', 0):g}")
-    if gpus and resources.get("GPU", 0) < opts.actors * gpus:
-        raise InputError(f"--actors {opts.actors} with {gpus:g} GPU each needs {opts.actors * gpus:g} GPUs; "
-                         f"the cluster has {resources.get('GPU', 0):g}")
-    return _ray_stream(todo, model_spec, opts, gpus)
-
-
-def _ray_stream(todo: list[WorkItem], model_spec: dict, opts: RayOptions, gpus: float) -> Iterator[dict]:
-    import ray
-
-    ctx = ray.data.DataContext.get_current()
-    bars = ctx.enable_progress_bars
-    ctx.enable_progress_bars = False  # our own bar counts records; restored below
-    try:
-        rows = [{"item": json.dumps(asdict(it))} for it in todo]
-        ds = ray.data.from_items(rows, override_num_blocks=min(len(rows), 200))
-        # Decoding asks for a different CPU share than the actors so Ray does not fuse it into the actor
-        # process: clips are decoded by CPU tasks while the actors run the model, not in turn with it.
-        ds = ds.map(
-            _decode_row,
-            fn_kwargs={"frames": fixed_frame_count(model_spec), "timeout_s": opts.timeout_s},
-            num_cpus=opts.decode_cpus,
-        )
-        ds = ds.map_batches(
-            _QAActor,
-            fn_constructor_kwargs={"model_spec": model_spec},
-            batch_size=1,
-            batch_format="numpy",
-            compute=ray.data.ActorPoolStrategy(size=opts.actors),
-            num_cpus=1,
-            num_gpus=gpus,
-        )
-        for row in ds.iter_rows():
-            yield json.loads(row["record"])
-    finally:
-        ctx.enable_progress_bars = bars
+    as they complete. Joins Ray (and checks the layout fits) before returning."""
+    return RayRun(todo, model_spec, opts)

@@ -34,6 +34,7 @@ class BatchSummary:
     errors: int
     seconds: float  # from the first record asked for to the last one written
     startup_s: float = 0.0  # starting the engine: loading the model, or joining Ray
+    phases: tuple[tuple[str, float], ...] = ()  # the engine's own account (Ray: connect, model load, processing)
 
     @property
     def clips_per_s(self) -> float:
@@ -42,10 +43,16 @@ class BatchSummary:
     def line(self) -> str:
         return (
             f"{self.ran} run ({self.ok} ok, {self.errors} errors) in {self.seconds:.1f}s "
-            f"({self.clips_per_s:.2f} clips/s, engine start {self.startup_s:.1f}s); "
+            f"({self.clips_per_s:.2f} clips/s, {self._timing()}); "
             f"{self.already_done} already done, "
             f"{self.skipped_errors} earlier errors kept (retry with --retry-errors) -> {self.out}"
         )
+
+
+    def _timing(self) -> str:
+        if self.phases:
+            return ", ".join(f"{name} {s:.1f}s" for name, s in self.phases)
+        return f"engine start {self.startup_s:.1f}s"
 
 
 def summarize_answer(answer: dict) -> dict:
@@ -57,7 +64,7 @@ def summarize_answer(answer: dict) -> dict:
     rec = {"answer": answer["answer"], "warnings": answer.get("warnings", [])}
     if isinstance(answer.get("kept"), dict):
         rec["kept"] = {k: v for k, v in answer["kept"].items() if k != "scores"}
-    for k in ("prune", "decision", "flops", "stats"):
+    for k in ("prune", "prompt", "decision", "flops", "stats"):
         if k in answer:
             rec[k] = answer[k]
     if isinstance(answer.get("video"), dict):  # which frames were sampled, not the whole probe
@@ -125,14 +132,15 @@ def run_batch(items: list[WorkItem], out: str | Path, produce: Produce, *, retry
             compact(out, records, retried)
         ok = errors = 0
         t0 = time.perf_counter()
-        startup = 0.0
+        startup, phases = 0.0, ()
         if todo:
             produced = produce(todo)  # engines start (load the model, join Ray) here, before the bar
             startup = time.perf_counter() - t0
             t0 = time.perf_counter()
             ok, errors = _write_all(produced, out, len(todo), progress)
+            phases = tuple(getattr(produced, "phases", {}).items())
     return BatchSummary(out=str(out), total=len(items), already_done=n_done, skipped_errors=n_err, ran=ok + errors,
-                        ok=ok, errors=errors, seconds=time.perf_counter() - t0, startup_s=startup)
+                        ok=ok, errors=errors, seconds=time.perf_counter() - t0, startup_s=startup, phases=phases)
 
 
 def _write_all(records: Iterable[dict], out: Path, total: int, progress: bool) -> tuple[int, int]:

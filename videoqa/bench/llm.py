@@ -119,7 +119,7 @@ def method_rows(setup: Setup, methods: list[tuple[str, float | str]], repeats: i
     for method, r in methods:
         decision = None
         if r == "auto":
-            decision = decide(None, dims, n_text + 64, free_memory_bytes(setup.device),
+            decision = decide(None, dims, n_text, free_memory_bytes(setup.device),
                               k=k if method == "fastv" else 0, frames=setup.frames)
             r = decision.r
         kept = n_vis if method == "none" else keep_count(n_vis, r)

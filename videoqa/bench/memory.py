@@ -9,14 +9,12 @@ the model already set the process's high-water mark.
 from __future__ import annotations
 
 import multiprocessing
-import resource
-import threading
-import time
 from collections.abc import Callable
 
 import torch
 
 from .. import engine
+from ..measure import RssSampler
 from ..pruning import keep_count
 from ..pruning.fastv import FastVPlan
 from .llm import TOKENS_PER_FRAME, Setup, build_lm, make_prompt
@@ -58,22 +56,6 @@ def peak_memory_mb(setup: Setup, method: str, r: float, k: int) -> float:
 
 def _peak_rss_during(fn: Callable[[], None]) -> int:
     """Bytes the resident set grew to while `fn` ran, sampled every millisecond in a thread."""
-    base = _rss_bytes()
-    samples, stop = [base], threading.Event()
-
-    def sample() -> None:
-        while not stop.is_set():
-            samples.append(_rss_bytes())
-            time.sleep(0.001)
-
-    thread = threading.Thread(target=sample, daemon=True)
-    thread.start()
+    sampler = RssSampler().start()
     fn()
-    stop.set()
-    thread.join()
-    return max(samples) - base
-
-
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize()
+    return sampler.stop() - sampler.base

@@ -53,9 +53,17 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _quiet_libraries() -> None:
-    # transformers warns on every processor load that Video-LLaVA's image processor has no torchvision
-    # variant; the PIL one is what the checkpoint uses, so the warning is noise for CLI users.
+    """Hide the library output that is noise for CLI users, and nothing else: transformers' warnings (a
+    checkpoint with missing or unexpected weights, say) stay visible."""
     from transformers.utils import logging
 
-    logging.set_verbosity_error()
     logging.disable_progress_bar()
+    # On every processor load transformers says Video-LLaVA's image processor has no torchvision variant; the
+    # PIL one is what the checkpoint uses.
+    notices = logging.get_logger("transformers.models.auto.image_processing_auto")
+    if _not_backend_notice not in notices.filters:
+        notices.addFilter(_not_backend_notice)
+
+
+def _not_backend_notice(record) -> bool:
+    return not record.getMessage().startswith("Requested torchvision backend is not available")

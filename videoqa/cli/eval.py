@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..eval.datasets import DATASETS, load_dataset
 from ..eval.judges import make_judge
+from ..eval.protocol import OFFICIAL_DIR
 from ..eval.run import format_result, run_eval
 from .options import (
     add_engine_options,
@@ -33,6 +34,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
         args.judge_base_url,
         retries=args.judge_retries,
         timeout_s=args.judge_timeout,
+        scoring=args.scoring,
     )
     config = model_spec_from_args(args)
     config.pop("device")  # where it ran does not change what it answers
@@ -50,7 +52,8 @@ def run_eval_command(args: argparse.Namespace) -> int:
         wait=args.wait,
     )
     print(format_result(result, [f"{it.question_id}:{it.video_name}" for it in ds.missing]))
-    print(f"-> {out / 'results.json'}")
+    print(f"-> {out / 'results.json'}; per question: {out / 'audit.jsonl'}; official files: "
+          f"{out / OFFICIAL_DIR / 'merge.jsonl'}, {out / OFFICIAL_DIR / 'results.json'}")
     return 0
 
 
@@ -81,7 +84,9 @@ def register(sub) -> None:
     add_model_options(p)
     add_prune_options(p)
     add_engine_options(p)
-    p.set_defaults(func=run_eval_command)
+    # The official protocol's prompt and answer length (Video-LLaVA's run_inference_video_qa.py); interactive
+    # commands keep the plain prompt and 64 tokens, which suit a chat and return sooner.
+    p.set_defaults(func=run_eval_command, prompt="official", max_new_tokens=1024)
 
     r = sub.add_parser("report", help="markdown table and accuracy-vs-FLOPs plot of eval runs",
                        description="Summarize `videoqa eval` runs against the published FastV/VisPruner numbers.")
@@ -101,6 +106,11 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--judge-base-url", default=None,
                    help="chat endpoint base (default: $VIDEOQA_JUDGE_BASE_URL, $OPENAI_BASE_URL or OpenAI)")
     g.add_argument("--judge-retries", type=int, default=3, help="retries of a failed or unparsable judgment")
-    g.add_argument("--judge-timeout", type=float, default=60.0, help="seconds per judge request")
+    g.add_argument("--judge-timeout", type=float, default=60.0,
+                   help="seconds allowed for one whole judge request, however slowly the server replies")
+    g.add_argument("--scoring", default="official", choices=["official", "strict"],
+                   help="official: the judge reply as Video-LLaVA's eval_video_qa.py reads it (ast.literal_eval, "
+                        "int(score), 'yes'/'no' substrings); strict: our parser (dict found in prose, 'yes'/'no' "
+                        "only, fractional scores kept, other replies asked again)")
     g.add_argument("--judge-workers", type=int, default=4, help="judge requests in flight")
     g.add_argument("--judge-cache", default=None, help="judgment cache file (default: RUN/judgments.jsonl)")

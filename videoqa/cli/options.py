@@ -30,7 +30,11 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="attention kernel for every layer (default: sdpa)")
     g.add_argument("--frames", type=int, default=None,
                    help="frames to sample (default: 8, or chosen from the video's length with --r auto)")
-    g.add_argument("--max-new-tokens", type=int, default=64)
+    g.add_argument("--max-new-tokens", type=int, default=64,
+                   help="answer length limit (default: 64; eval: 1024, as Video-LLaVA's evaluation)")
+    g.add_argument("--prompt", default="plain", choices=["plain", "official"],
+                   help="prompt template: plain = 'USER: <video>\\n{question} ASSISTANT:'; official = the same after "
+                        "the llava_v1 system preamble, as Video-LLaVA's evaluation (default: plain; eval: official)")
 
 
 def add_prune_options(p: argparse.ArgumentParser, initial_only: bool = False) -> None:
@@ -57,13 +61,22 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--engine", default="local", choices=["local", "ray"],
                    help="local: one model in this process; ray: an actor pool on Ray (RAY_ADDRESS or a local Ray)")
     g.add_argument("--batch-size", type=positive_int, default=1,
-                   help="local: questions per left-padded batch (GPU throughput; same answers as 1)")
+                   help="questions per left-padded batch, locally or per Ray actor (GPU throughput; same answers "
+                        "as 1)")
     g.add_argument("--actors", type=int, default=1, help="Ray: model replicas (one per actor; default 1)")
+    g.add_argument("--cpus-per-actor", type=float, default=None,
+                   help="Ray: CPUs each actor holds (default: 1, or an even share of what decoding leaves, so "
+                        "--actors 2 fits a 2-CPU machine)")
     g.add_argument("--gpus-per-actor", type=float, default=None,
-                   help="Ray: GPUs per actor (default: 1 when the cluster has GPUs, else 0)")
+                   help="Ray: GPUs per actor, fractions allowed (0.5: two small models share a GPU; "
+                        "default: 1 when the cluster has GPUs, else 0)")
+    g.add_argument("--num-cpus", type=int, default=None,
+                   help="Ray: CPUs of the local Ray started when no cluster address is given (default: all cores)")
     g.add_argument("--timeout", type=float, default=600.0,
                    help="Ray: seconds allowed to decode one clip before it is recorded as an error (default 600)")
-    g.add_argument("--ray-address", default=None, help="Ray cluster address (default: $RAY_ADDRESS, else local)")
+    g.add_argument("--ray-address", default=None,
+                   help="Ray cluster: ray://HOST:10001 (Ray Client) or HOST:PORT (default: $RAY_ADDRESS, else a "
+                        "local Ray); token-auth clusters also need RAY_AUTH_MODE=token and RAY_AUTH_TOKEN")
     g.add_argument("--retry-errors", action="store_true", help="re-run items whose earlier record is an error")
     g.add_argument("--wait", action="store_true",
                    help="if another run is writing the same results, wait for it and then resume "
@@ -112,6 +125,7 @@ def model_spec_from_args(args: argparse.Namespace) -> dict:
         "prune": asdict(prune_from_args(args)),
         "frames": args.frames,
         "max_new_tokens": args.max_new_tokens,
+        "prompt": args.prompt,
     }
 
 
@@ -128,8 +142,9 @@ def engine_from_args(args: argparse.Namespace) -> Produce:
     if args.engine == "ray":
         from ..batch.ray_engine import RayOptions, ray_engine
 
-        opts = RayOptions(actors=args.actors, gpus_per_actor=args.gpus_per_actor, timeout_s=args.timeout,
-                          address=args.ray_address)
+        opts = RayOptions(actors=args.actors, cpus_per_actor=args.cpus_per_actor, gpus_per_actor=args.gpus_per_actor,
+                          timeout_s=args.timeout, address=args.ray_address, num_cpus=args.num_cpus,
+                          batch_size=args.batch_size)
         return ray_engine(spec, opts)
     from ..batch.local import local_engine
 

@@ -2,7 +2,8 @@
 
     MSVD_Zero_Shot_QA/{test_q.json, test_a.json, videos/*.avi}
     MSRVTT_Zero_Shot_QA/{test_q.json, test_a.json, videos/all/*.mp4}
-    TGIF_Zero_Shot_QA/{test_q.json, test_a.json, mp4/*.mp4}      (raw .gif accepted too)
+    TGIF_Zero_Shot_QA/{test_q.json, test_a.json, mp4/*.mp4}      (Video-LLaVA; Video-ChatGPT's own release
+                                                                  has videos_mp4/; raw .gif accepted too)
 
 Questions are `{"video_name", "question", "question_id"}`, answers `{"answer", "question_id", ...}`. They are
 joined on `question_id`, never on position, and a question whose video is not on disk is kept and reported
@@ -34,7 +35,7 @@ class DatasetSpec:
 DATASETS: dict[str, DatasetSpec] = {
     "msvd": DatasetSpec("msvd", "MSVD_Zero_Shot_QA", ("videos",)),
     "msrvtt": DatasetSpec("msrvtt", "MSRVTT_Zero_Shot_QA", ("videos/all", "videos")),
-    "tgif": DatasetSpec("tgif", "TGIF_Zero_Shot_QA", ("mp4", "gif"), exts=(*BASE_EXTS, ".gif")),
+    "tgif": DatasetSpec("tgif", "TGIF_Zero_Shot_QA", ("mp4", "videos_mp4", "gif"), exts=(*BASE_EXTS, ".gif")),
     "activitynet": DatasetSpec(
         "activitynet", "Activitynet_Zero_Shot_QA", ("all_test", "videos"), prefix="v_"
     ),
@@ -65,6 +66,37 @@ class QADataset:
     @property
     def present(self) -> list[QAItem]:
         return [it for it in self.items if it.video is not None]
+
+
+MISSING_WARN_FRACTION = 0.05  # more missing videos than this and the summary warns
+
+
+def check_usable(ds: QADataset) -> None:
+    """Refuse a run that could not judge a single question, with the reason in one line."""
+    where = ", ".join(f"{d}/" for d in ds.spec.video_dirs)
+    if ds.n_questions and not ds.items and len(ds.unanswered) == ds.n_questions:
+        raise InputError(
+            f"{ds.root}: none of the {ds.n_questions} questions in test_q.json has an entry in test_a.json "
+            "(they are joined on question_id)"
+        )
+    if not ds.items:
+        raise InputError(f"{ds.root}: no questions selected")
+    if not ds.present:
+        raise InputError(
+            f"{ds.root}: none of the {len(ds.items)} videos was found (looked in {where} for "
+            f"{ds.spec.prefix}VIDEO_NAME with {'/'.join(ds.spec.exts)})"
+        )
+
+
+def missing_warning(ds: QADataset) -> str | None:
+    """A warning line when more than 5 % of the selected questions have no video, else None."""
+    n, k = len(ds.items), len(ds.missing)
+    if n and k / n > MISSING_WARN_FRACTION:
+        return (
+            f"warning: {k} of {n} videos ({100 * k / n:.1f}%) are missing; scores are over the rest and "
+            "not comparable with published numbers"
+        )
+    return None
 
 
 def resolve_root(spec: DatasetSpec, root: str | Path) -> Path:

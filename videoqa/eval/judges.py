@@ -1,38 +1,41 @@
-"""Judges: does a predicted answer match the reference? Each returns yes/no and a 0-5 score.
+"""Judges: does a predicted answer match the reference? Each gives a reply in the judge protocol's format,
+read into yes/no and a 0-5 score by the chosen scoring rule (`scoring.py`).
 
 - `ExactJudge`: offline, normalized matching (case, punctuation, articles, number words).
 - `GPTJudge`: the Video-ChatGPT judge protocol against any OpenAI-compatible chat endpoint (OpenAI, or a
-  local vLLM / Vicuna server), over plain HTTP. The API key comes from the environment only and never
-  appears in logs, errors or files. Failures are bounded: a reply that cannot be parsed after the retries
-  is a counted judge failure, never an endless loop.
+  local vLLM / Vicuna server). The API key comes from the environment only and never appears in logs, errors
+  or files. Failures are bounded: each request ends within its timeout, and a reply that cannot be read after
+  the retries is a counted judge failure, never an endless loop.
 
 Judgments are cached on disk (`JudgmentCache`), keyed by judge model + question + answer + prediction, so a
-re-run pays only for what it has not judged yet.
+re-run pays only for what it has not judged yet; the cached reply is re-read when the scoring rule changes.
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
 import re
+import ssl
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..errors import InputError
+from .judge_http import HTTPFailure, post_json
+from .scoring import SCORINGS, verdict
 
-# Video-ChatGPT's judge prompt (quantitative_evaluation/evaluate_activitynet_qa.py), as Video-LLaVA uses it.
+# Video-ChatGPT's judge prompt (quantitative_evaluation/evaluate_activitynet_qa.py), byte for byte as
+# Video-LLaVA's eval_video_qa.py sends it: the source joins adjacent string literals, so "task:" "------"
+# "##INSTRUCTIONS: " run together without newlines.
 SYSTEM_PROMPT = (
     "You are an intelligent chatbot designed for evaluating the correctness of generative outputs for "
     "question-answer pairs. Your task is to compare the predicted answer with the correct answer and "
-    "determine if they match meaningfully. Here's how you can accomplish the task:\n------\n##INSTRUCTIONS:\n"
+    "determine if they match meaningfully. Here's how you can accomplish the task:------##INSTRUCTIONS: "
     "- Focus on the meaningful match between the predicted answer and the correct answer.\n"
     "- Consider synonyms or paraphrases as valid matches.\n"
     "- Evaluate the correctness of the prediction compared to the answer."
@@ -53,17 +56,38 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_GPT_MODEL = "gpt-3.5-turbo-0125"  # pinned: judge versions move accuracy by points (DESIGN.md §6)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Judgment:
-    pred: str | None  # "yes" | "no"; None when the judge failed
-    score: float | None
+    pred: str | None  # "yes" | "no"; None when the judge failed, or (official scoring) the verdict says neither
+    score: float | None  # None when the judge failed, or (official scoring) int() could not read it
     judge_model: str  # the model that judged (as the endpoint reports it, when it does)
     failed: bool = False
     error: str | None = None
     attempts: int = 1
+    reply: str | None = None  # the judge's text, as received
+    scoring: str = "strict"  # the rule that read `reply` into pred/score (entries cached before it: strict)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def rescore(j: Judgment, scoring: str) -> Judgment | None:
+    """`j` read under another scoring rule; None when its reply is not usable under that rule."""
+    if j.scoring == scoring:
+        return j
+    if j.failed or j.reply is None:
+        return None
+    try:
+        pred, score = verdict(j.reply, scoring)
+    except ValueError:
+        return None
+    return replace(j, pred=pred, score=score, scoring=scoring)
+
+
+def _check_scoring(scoring: str) -> str:
+    if scoring not in SCORINGS:
+        raise InputError(f"unknown scoring {scoring!r}; choose {' or '.join(SCORINGS)}")
+    return scoring
 
 
 # ------------------------------------------------------------------------------------------- exact judge
@@ -100,67 +124,34 @@ def normalize(text: str) -> list[str]:
 
 class ExactJudge:
     """Yes when the normalized answer equals the prediction or occurs in it as a run of whole words
-    ("2" matches "there are two dogs."); score 5 for yes and 0 for no."""
+    ("2" matches "there are two dogs."); score 5 for yes and 0 for no. Its reply has the official format, so
+    both scoring rules read it alike."""
 
     name = "exact"
     model = "exact-normalized-v1"
 
+    def __init__(self, scoring: str = "official"):
+        self.scoring = _check_scoring(scoring)
+
     def judge(self, question: str, answer: str, pred: str) -> Judgment:
         a, p = normalize(answer), normalize(pred)
         hit = bool(a) and any(p[i : i + len(a)] == a for i in range(len(p) - len(a) + 1))
-        return Judgment(pred="yes" if hit else "no", score=5.0 if hit else 0.0, judge_model=self.model)
+        reply = "{'pred': 'yes', 'score': 5}" if hit else "{'pred': 'no', 'score': 0}"
+        v, score = verdict(reply, self.scoring)
+        return Judgment(pred=v, score=score, judge_model=self.model, reply=reply, scoring=self.scoring)
 
 
 # --------------------------------------------------------------------------------------------- GPT judge
 
 
-def parse_judgment(text: str) -> tuple[str, float]:
-    """('yes'|'no', score) from a judge reply; tolerant of prose around the dict, JSON or Python quoting,
-    code fences and string scores. Raises ValueError when the reply holds no usable verdict."""
-    m = re.search(r"\{.*\}", text, re.S)
-    if m:
-        for parse in (ast.literal_eval, json.loads):
-            try:
-                d = parse(m.group(0))
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                continue
-            if isinstance(d, dict):
-                d = {str(k).strip().lower(): v for k, v in d.items()}
-                if "pred" in d and "score" in d:
-                    return _check(d["pred"], d["score"], text)
-    # Fallback: key/value pairs without a parsable dict, e.g. "pred: yes, score: 4" or a cut-off dict.
-    mp = re.search(r"pred\W{0,4}(yes|no)\b", text, re.I)
-    ms = re.search(r"score\W{0,4}(\d+(?:\.\d+)?)", text, re.I)
-    if mp and ms:
-        return _check(mp.group(1), ms.group(1), text)
-    raise ValueError(f"no {{'pred', 'score'}} in the reply: {text[:120]!r}")
-
-
-def _check(pred, score, text: str) -> tuple[str, float]:
-    p = str(pred).strip().lower()
-    if p not in ("yes", "no"):
-        raise ValueError(f"'pred' is neither yes nor no: {text[:120]!r}")
-    try:
-        s = float(score)
-    except (TypeError, ValueError):
-        raise ValueError(f"'score' is not a number: {text[:120]!r}") from None
-    if not 0.0 <= s <= 5.0:
-        raise ValueError(f"'score' {s} is outside 0-5")
-    return p, s
-
-
-class JudgeHTTPError(Exception):
-    def __init__(self, status: int | None, message: str, retryable: bool):
-        self.status, self.retryable = status, retryable
-        super().__init__(message)
-
-
 class GPTJudge:
     """The Video-ChatGPT judge over an OpenAI-compatible `/chat/completions` endpoint.
 
-    Transient failures (connection errors, timeouts, HTTP 429 / 5xx, unparsable replies) are retried up to
-    `retries` times with exponential backoff; then the item is a judge failure. A refused request (HTTP
-    401/403/404: wrong key, URL or model) stops the run with an error, since every item would fail alike.
+    Each request ends within `timeout_s`, however slowly the server sends. Transient failures (connection
+    errors, timeouts, HTTP 429 / 5xx, replies the scoring rule cannot read) are retried up to `retries` times,
+    after the server's Retry-After when it sends one, else with exponential backoff; then the item is a judge
+    failure. A refused request (HTTP 401/403/404: wrong key, URL or model) stops the run with an error, since
+    every item would fail alike.
     """
 
     name = "gpt"
@@ -174,6 +165,7 @@ class GPTJudge:
         retries: int = 3,
         backoff_s: float = 1.0,
         max_backoff_s: float = 30.0,
+        scoring: str = "official",
     ):
         self.model = model
         self.base_url = base_url.rstrip("/")
@@ -182,6 +174,8 @@ class GPTJudge:
         self.retries = retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        self.scoring = _check_scoring(scoring)
+        self._tls = ssl.create_default_context() if self.base_url.startswith("https:") else None
 
     def __repr__(self) -> str:  # no key here, ever
         return f"GPTJudge(model={self.model!r}, base_url={self.base_url!r})"
@@ -192,63 +186,52 @@ class GPTJudge:
     def _post(self, question: str, answer: str, pred: str) -> tuple[str, str]:
         body = {
             "model": self.model,
-            "temperature": 0,
+            "temperature": 0,  # the official script leaves OpenAI's default (1); 0 makes a re-run repeatable
             "messages": [
                 {"role": "system", "content": SYSTEM_PROMPT},
                 {"role": "user", "content": USER_PROMPT.format(question=question, answer=answer, pred=pred)},
             ],
         }
-        headers = {"Content-Type": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        req = urllib.request.Request(
-            self.base_url + "/chat/completions",
-            data=json.dumps(body).encode(),
-            headers=headers,
-            method="POST",
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                data = json.loads(resp.read().decode("utf-8"))
-        except urllib.error.HTTPError as e:
-            retryable = e.code == 429 or e.code >= 500
-            raise JudgeHTTPError(e.code, f"HTTP {e.code} {e.reason}", retryable) from None
-        except (urllib.error.URLError, TimeoutError, OSError) as e:
-            raise JudgeHTTPError(
-                None, f"cannot reach {self.base_url}: {getattr(e, 'reason', e)}", True
-            ) from None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise JudgeHTTPError(None, "the endpoint did not return JSON", True) from None
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        data = post_json(self.base_url + "/chat/completions", body, headers, self.timeout_s, self._tls)
         try:
             content = data["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
-            raise JudgeHTTPError(None, "no choices[0].message.content in the reply", True) from None
+            raise HTTPFailure("no choices[0].message.content in the reply") from None
         return str(content or ""), str(data.get("model") or self.model)
 
+    _sleep = staticmethod(time.sleep)
+
+    def _wait(self, attempt: int, retry_after: float | None) -> None:
+        if retry_after is not None:
+            self._sleep(min(retry_after, 120.0))  # the server's word, within reason
+        else:
+            self._sleep(min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)))
+
     def judge(self, question: str, answer: str, pred: str) -> Judgment:
-        error = ""
+        error, retry_after = "", None
         for attempt in range(self.retries + 1):
             if attempt:
-                time.sleep(min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)))
+                self._wait(attempt, retry_after)
             try:
                 content, model = self._post(question, answer, pred)
-            except JudgeHTTPError as e:
+            except HTTPFailure as e:
                 if not e.retryable:
                     raise InputError(
                         f"judge endpoint {self.base_url} refused the request ({e}); "
                         "check --judge-base-url, --judge-model and the API key variable"
                     ) from None
-                error = self._redact(str(e))
+                error, retry_after = self._redact(str(e)), e.retry_after
                 continue
             try:
-                verdict, score = parse_judgment(content)
+                v, score = verdict(content, self.scoring)
             except ValueError as e:
-                error = self._redact(str(e))
+                error, retry_after = self._redact(str(e)), None
                 continue
-            return Judgment(pred=verdict, score=score, judge_model=model, attempts=attempt + 1)
-        return Judgment(
-            pred=None, score=None, judge_model=self.model, failed=True, error=error, attempts=self.retries + 1
-        )
+            return Judgment(pred=v, score=score, judge_model=model, attempts=attempt + 1, reply=content,
+                            scoring=self.scoring)
+        return Judgment(pred=None, score=None, judge_model=self.model, failed=True, error=error,
+                        attempts=self.retries + 1, scoring=self.scoring)
 
 
 def api_key_from_env() -> str | None:
@@ -288,7 +271,12 @@ class JudgmentCache:
 
     def get(self, key: str) -> Judgment | None:
         d = self._entries.get(key)
-        return None if d is None else Judgment(**{k: v for k, v in d.items() if k != "key"})
+        if d is None:
+            return None
+        try:
+            return Judgment(**{k: v for k, v in d.items() if k != "key"})
+        except TypeError:  # an entry of another shape: judged again
+            return None
 
     def put(self, key: str, j: Judgment) -> None:
         if j.failed:
@@ -321,6 +309,7 @@ def judge_all(
     for r in requests:
         ck = cache_key(judge.model, r.question, r.answer, r.pred)
         hit = cache.get(ck) if cache is not None else None
+        hit = None if hit is None else rescore(hit, judge.scoring)
         if hit is not None:
             results[r.key] = hit
         else:
@@ -353,9 +342,10 @@ def make_judge(
     retries: int = 3,
     backoff_s: float = 1.0,
     timeout_s: float = 60.0,
+    scoring: str = "official",
 ):
     if name == "exact":
-        return ExactJudge()
+        return ExactJudge(scoring)
     if name == "gpt":
         return GPTJudge(
             model=model or os.environ.get("VIDEOQA_JUDGE_MODEL") or DEFAULT_GPT_MODEL,
@@ -367,5 +357,6 @@ def make_judge(
             retries=retries,
             backoff_s=backoff_s,
             timeout_s=timeout_s,
+            scoring=scoring,
         )
     raise InputError(f"unknown judge {name!r}; choose exact or gpt")

@@ -122,6 +122,8 @@ def markdown_table(results: list[dict]) -> str:
         acc = None if r.get("accuracy") is None else 100 * r["accuracy"]
         flops = None if r.get("flops_ratio") is None else 100 * r["flops_ratio"]
         judge = f"{r.get('judge')}: {', '.join(r.get('judge_model') or [])}"
+        if r.get("scoring"):
+            judge += f" ({r['scoring']} scoring)"
         cells = [
             r.get("dataset"),
             r.get("method"),
@@ -156,47 +158,69 @@ def markdown_table(results: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def plot_accuracy_vs_flops(results: list[dict], png: str | Path) -> Path:
-    """One panel per dataset: accuracy vs FLOPs % for each method of the runs, plus the published points."""
+_REF_STYLE = {  # series -> (marker, short label written next to each published point)
+    "FastV paper (Tab. 6)": ("^", "FastV"),
+    "VisPruner paper: all tokens": ("*", "VP: all"),
+    "VisPruner paper: FastV (K=2)": ("x", "VP: FastV"),
+    "VisPruner paper: VisPruner": ("s", "VP: VisPruner"),
+}
+# Our runs: colour by method, style by judge. Exact-judge points are large and hollow, GPT-judge points small
+# and filled, so where both series pass through the same point each stays visible.
+_JUDGE_STYLE = {
+    "exact": {"marker": "o", "markersize": 9, "markerfacecolor": "none", "linestyle": "--"},
+    "gpt": {"marker": "D", "markersize": 4, "linestyle": "-"},
+}
+_OTHER_JUDGE = {"marker": "v", "markersize": 6, "linestyle": "-."}
+
+
+def _ref_label(p: RefPoint) -> str:
+    short = _REF_STYLE[p.series][1]
+    if p.layer is None:
+        return short if short == "VP: all" else f"{short} all"
+    k = f" K={p.layer}" if p.method == "fastv" else ""
+    return f"{short}{k} {p.kept}"
+
+
+def _plot_refs(ax, ds: str) -> None:
+    for series, (marker, _) in _REF_STYLE.items():
+        pts = sorted((p for p in REFERENCES if p.dataset == ds and p.series == series), key=lambda p: p.flops_pct)
+        if not pts:
+            continue
+        xs, ys = [p.flops_pct for p in pts], [p.accuracy for p in pts]
+        ax.plot(xs, ys, marker=marker, linestyle=":", color="gray", alpha=0.8, label=series,
+                markerfacecolor="none")
+        for p, x, y in zip(pts, xs, ys, strict=True):
+            ax.annotate(_ref_label(p), (x, y), xytext=(3, 3), textcoords="offset points", fontsize=6,
+                        color="dimgray")
+
+
+def _plot_runs(ax, results: list[dict], ds: str, colors: dict[str, str]) -> None:
+    series: dict[tuple[str, str], list[dict]] = {}
+    for r in results:
+        if r.get("dataset") == ds and r.get("accuracy") is not None and r.get("flops_ratio") is not None:
+            series.setdefault((r.get("method") or "?", r.get("judge") or "?"), []).append(r)
+    for (method, judge), rs in sorted(series.items()):
+        rs.sort(key=lambda r: r["flops_ratio"])
+        style = _JUDGE_STYLE.get(judge, _OTHER_JUDGE)
+        ax.plot([100 * r["flops_ratio"] for r in rs], [100 * r["accuracy"] for r in rs], color=colors[method],
+                label=f"this run: {method} ({judge} judge)", **style)
+
+
+def accuracy_figure(results: list[dict]):
+    """One panel per dataset: accuracy vs FLOPs % of the runs, one series per (method, judge), over the
+    published points (each labelled with its method and kept tokens)."""
+    from matplotlib import rcParams
     from matplotlib.figure import Figure  # a bare Figure renders with Agg: no pyplot, no global backend
 
     datasets = sorted({r.get("dataset") for r in results if r.get("dataset")}) or ["msvd"]
+    cycle = rcParams["axes.prop_cycle"].by_key()["color"]
+    methods = sorted({r.get("method") or "?" for r in results})
+    colors = {m: cycle[i % len(cycle)] for i, m in enumerate(methods)}
     fig = Figure(figsize=(5.5 * len(datasets), 4.5))
     axes = fig.subplots(1, len(datasets), squeeze=False)
-    markers = {
-        "FastV paper (Tab. 6)": "^",
-        "VisPruner paper: all tokens": "*",
-        "VisPruner paper: FastV (K=2)": "x",
-        "VisPruner paper: VisPruner": "s",
-    }
     for ax, ds in zip(axes[0], datasets, strict=True):
-        for series, marker in markers.items():
-            pts = sorted(
-                (p for p in REFERENCES if p.dataset == ds and p.series == series), key=lambda p: p.flops_pct
-            )
-            if pts:
-                ax.plot(
-                    [p.flops_pct for p in pts],
-                    [p.accuracy for p in pts],
-                    marker=marker,
-                    linestyle=":",
-                    color="gray",
-                    alpha=0.8,
-                    label=series,
-                    markerfacecolor="none",
-                )
-        by_method: dict[str, list[dict]] = {}
-        for r in results:
-            if r.get("dataset") == ds and r.get("accuracy") is not None and r.get("flops_ratio") is not None:
-                by_method.setdefault(r.get("method") or "?", []).append(r)
-        for method, rs in sorted(by_method.items()):
-            rs.sort(key=lambda r: r["flops_ratio"])
-            ax.plot(
-                [100 * r["flops_ratio"] for r in rs],
-                [100 * r["accuracy"] for r in rs],
-                marker="o",
-                label=f"this run: {method}",
-            )
+        _plot_refs(ax, ds)
+        _plot_runs(ax, results, ds, colors)
         ax.set_title(ds)
         ax.set_xlabel("prefill FLOPs (% of unpruned)")
         ax.set_ylabel("accuracy (%)")
@@ -204,7 +228,11 @@ def plot_accuracy_vs_flops(results: list[dict], png: str | Path) -> Path:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
+    return fig
+
+
+def plot_accuracy_vs_flops(results: list[dict], png: str | Path) -> Path:
     png = Path(png)
     png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=100)
+    accuracy_figure(results).savefig(png, dpi=100)
     return png

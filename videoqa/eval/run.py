@@ -5,7 +5,9 @@ A run folder holds everything a run produced, so a re-run with the same `--out` 
     predictions.jsonl   one batch record per question (key = question_id), appended as produced
     judgments.jsonl     the judge cache (judge model + question + answer + prediction -> verdict)
     missing_videos.txt  question_id and video_name of each question whose clip is not on disk
-    config.json         model and pruning options (a resumed run must use the same ones)
+    config.json         model, prompt and pruning options (a resumed run must use the same ones)
+    audit.jsonl         per question: question, reference answer, prediction, verdict, score, judge reply
+    official/           merge.jsonl and results.json in the shapes of Video-LLaVA's scripts (protocol.py)
     results.json        the summary `videoqa report` reads
 """
 
@@ -21,8 +23,10 @@ from ..batch.run import Produce, run_batch
 from ..batch.store import latest_by_key, read_records
 from ..batch.worklist import WorkItem
 from ..errors import InputError
-from .datasets import QADataset
+from .datasets import QADataset, check_usable, missing_warning
 from .judges import JudgeRequest, JudgmentCache, judge_all
+from .protocol import OFFICIAL_DIR, audit_rows, write_audit, write_official
+from .scoring import aggregate
 
 
 def _mean(values: Iterable) -> float | None:
@@ -59,17 +63,19 @@ def check_config(out: Path, config: dict) -> None:
 
 
 def summarize(ds: QADataset, predictions: dict[str, dict], judgments: dict, judge, config: dict) -> dict:
-    """Accuracy = yes / (yes + no) and mean score over judged questions, with every count that explains
-    why a question was not judged (missing video, prediction error, judge failure)."""
+    """Accuracy = yes / (yes + no) and the average score over judged questions, as the judge's scoring rule
+    reads them (official by default), with every count that explains why a question was not judged
+    (missing video, prediction error, judge failure)."""
     preds = [predictions.get(it.question_id) for it in ds.present]
     ok = [p for p in preds if p is not None and not p.get("error")]
     judged = [j for j in judgments.values() if not j.failed]
-    yes = sum(j.pred == "yes" for j in judged)
     prune = config.get("prune") or {}
     return {
         "dataset": ds.spec.name,
         "root": str(ds.root),
         "model": config.get("model"),
+        "prompt": config.get("prompt"),
+        "max_new_tokens": config.get("max_new_tokens"),
         "method": (prune.get("method") or "") + ("+pos" if prune.get("keep_positions") else "") or None,
         "k": prune.get("k") if prune.get("method") == "fastv" else None,
         "r": 0.0 if prune.get("method") == "none" else prune.get("r"),
@@ -78,17 +84,14 @@ def summarize(ds: QADataset, predictions: dict[str, dict], judgments: dict, judg
         "questions": len(ds.items),
         "unanswered_in_file": len(ds.unanswered),
         "missing_videos": len(ds.missing),
+        "warning": missing_warning(ds),
         "predicted": len(ok),
         "prediction_errors": sum(1 for p in preds if p is not None and p.get("error")),
         "not_predicted": sum(1 for p in preds if p is None),
-        "judged": len(judged),
-        "judge_failed": sum(1 for j in judgments.values() if j.failed),
-        "yes": yes,
-        "no": len(judged) - yes,
-        "accuracy": yes / len(judged) if judged else None,
-        "score": _mean(j.score for j in judged),
+        **aggregate(judgments.values()),
         "judge": judge.name,
         "judge_model": sorted({j.judge_model for j in judged}) or [judge.model],
+        "scoring": judge.scoring,
         "r_mean": _mean((p.get("kept") or {}).get("r") for p in ok),
         "visual_tokens": _mean((p.get("kept") or {}).get("n_visual") for p in ok),
         "kept_tokens": _mean((p.get("kept") or {}).get("n_kept") for p in ok),
@@ -111,7 +114,9 @@ def run_eval(
     progress: bool = True,
     wait: bool = False,
 ) -> dict:
-    """Predict (resumable batch), judge (cached), and write results.json into the run folder `out`."""
+    """Predict (resumable batch), judge (cached), and write results.json, the audit trail and the official
+    files into the run folder `out`. A dataset with nothing to evaluate is refused before anything runs."""
+    check_usable(ds)
     out = Path(out)
     check_config(out, config)
     (out / "missing_videos.txt").write_text(
@@ -131,6 +136,9 @@ def run_eval(
     ]
     cache = JudgmentCache(judge_cache or out / "judgments.jsonl")
     judgments = judge_all(judge, requests, cache, workers=judge_workers, progress=progress)
+    audit = audit_rows(ds.items, predictions, judgments)
+    write_audit(out / "audit.jsonl", audit)
+    write_official(out / OFFICIAL_DIR, audit)
     result = summarize(ds, predictions, judgments, judge, config)
     result["batch"] = {
         "ran": batch.ran,
@@ -154,13 +162,17 @@ def format_result(r: dict, missing: list[str] | None = None) -> str:
         f"{r['unanswered_in_file']} without an answer entry)",
         f"  missing videos {r['missing_videos']}, prediction errors {r['prediction_errors']}, "
         f"judged {r['judged']}, judge failures {r['judge_failed']}",
-        f"  accuracy {pct(r['accuracy'])} ({r['yes']} yes / {r['no']} no), score {num(r['score'])} "
-        f"[judge {r['judge']}: {', '.join(r['judge_model'])}]",
+        f"  accuracy {pct(r['accuracy'])} ({r['yes']} yes / {r['no']} no"
+        + (f" / {r['neither']} neither" if r.get("neither") else "")
+        + f"), score {num(r['score'])} [judge {r['judge']}: {', '.join(r['judge_model'])}; "
+        f"{r.get('scoring')} scoring; prompt {r.get('prompt')}, max {r.get('max_new_tokens')} new tokens]",
         f"  {r['method']} K={r['k'] if r['k'] is not None else '-'} R={r['r']} "
         f"(mean {num(r['r_mean'])}): kept {num(r['kept_tokens'], '{:.1f}')} of "
         f"{num(r['visual_tokens'], '{:.0f}')} "
         f"visual tokens, FLOPs {pct(r['flops_ratio'])}, latency {num(r['latency_s'], '{:.3f}')}s",
     ]
+    if r.get("warning"):
+        lines.append(f"  {r['warning']}")
     if missing:
         shown = ", ".join(missing[:10]) + (f", ... ({len(missing) - 10} more)" if len(missing) > 10 else "")
         lines.append(f"  missing: {shown}")

@@ -148,31 +148,35 @@ def decide(
     k: int,
     frames: int | None = None,
     policy: AdaptivePolicy | None = None,
+    share: int = 1,
 ) -> Decision:
     """Frames and R for one clip. Pure: the same arguments always give the same Decision.
 
     duration_s: clip length (None: unknown, use base_frames); text_tokens: prompt tokens besides the
     visual ones; free_bytes: device memory left with the weights loaded (free_memory_bytes());
-    k: FastV's layer (0 for methods that prune before the LLM); frames: the user's override.
+    k: FastV's layer (0 for methods that prune before the LLM); frames: the user's override;
+    share: how many requests of one batch the free memory is for (each plans with an equal part of it).
     Raises InputError when not even one frame fits the context window or the memory.
     """
     policy = policy or AdaptivePolicy()
     warnings: list[str] = []
     n_frames, context_capped = _frames_in_context(duration_s, dims, text_tokens, frames, policy, warnings)
-    usable = _usable(free_bytes, policy)
-    f, max_kept_mem = _frames_in_memory(n_frames, dims, text_tokens, k, usable, free_bytes, policy)
+    if share < 1:
+        raise InputError(f"share must be >= 1, got {share}")
+    usable = _usable(free_bytes, policy) // share
+    free = f"{free_bytes / MiB:.0f} MiB free" + (f", shared by a batch of {share}" if share > 1 else "")
+    f, max_kept_mem = _frames_in_memory(n_frames, dims, text_tokens, k, usable, free, policy)
     memory_cut = f < n_frames
     if memory_cut:
         warnings.append(f"not enough memory for {n_frames} frames even at R={policy.r_max}: "
-                        f"using {f} frames ({usable / MiB:.0f} MiB usable of "
-                        f"{free_bytes / MiB:.0f} MiB free)")
+                        f"using {f} frames ({usable / MiB:.0f} MiB usable of {free})")
     n_vis = f * dims.tokens_per_frame
     kept, bound, why = _kept_tokens(f, dims.tokens_per_frame, max_kept_mem, policy, memory_cut, context_capped,
                                     n_frames)
     r = 1.0 - kept / n_vis
 
     mem = memory_need(dims, text_tokens, n_vis, kept, k, policy.new_tokens)
-    mem.update(free_bytes=int(free_bytes), usable_bytes=usable, k=k)
+    mem.update(free_bytes=int(free_bytes), usable_bytes=usable, k=k, share=share)
     if frames is not None:
         src = "override"
     else:
@@ -202,7 +206,7 @@ def _frames_in_context(duration_s: float | None, dims: ModelDims, text_tokens: i
     return n_frames, context_capped
 
 
-def _frames_in_memory(n_frames: int, dims: ModelDims, text_tokens: int, k: int, usable: int, free_bytes: int,
+def _frames_in_memory(n_frames: int, dims: ModelDims, text_tokens: int, k: int, usable: int, free: str,
                       policy: AdaptivePolicy) -> tuple[int, int]:
     """(frames that fit the memory at R <= r_max, the most visual tokens the memory allows for them).
 
@@ -215,8 +219,7 @@ def _frames_in_memory(n_frames: int, dims: ModelDims, text_tokens: int, k: int, 
             return f, max_kept_mem
     need = memory_need(dims, text_tokens, tpf, round(tpf * (1.0 - policy.r_max)), k, policy.new_tokens)
     raise InputError(f"not enough memory for even one frame at R={policy.r_max}: needs about "
-                     f"{need['need_bytes'] / MiB:.0f} MiB, {usable / MiB:.0f} MiB usable of "
-                     f"{free_bytes / MiB:.0f} MiB free")
+                     f"{need['need_bytes'] / MiB:.0f} MiB, {usable / MiB:.0f} MiB usable of {free}")
 
 
 def _kept_tokens(f: int, tpf: int, max_kept_mem: int, policy: AdaptivePolicy, memory_cut: bool,

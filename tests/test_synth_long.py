@@ -1,0 +1,131 @@
+"""The long-clip generator (samples/synth_long.py): events are where it says, splits are disjoint,
+output is deterministic and readable by the eval loader."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+import synth  # noqa: E402
+import synth_long as L  # noqa: E402
+
+from videoqa.eval.datasets import load_dataset  # noqa: E402
+from videoqa.video import sample_frames  # noqa: E402
+
+
+def short_scenes(split: str = "train", per_kind: int = 1, max_frames: int = 48) -> list[L.LongScene]:
+    """A few cheap scenes of each kind (flash clips with 3 flashes included)."""
+    picked: dict[str, list[L.LongScene]] = {}
+    for s in L.make_split(split, 400):
+        key = f"{s.kind}{len(s.events)}"
+        if s.n_frames <= max_frames and len(picked.setdefault(key, [])) < per_kind:
+            picked[key].append(s)
+    assert {"object1", "order2", "flash1", "flash2", "flash3"} <= set(picked)
+    return [s for group in picked.values() for s in group]
+
+
+@pytest.fixture(scope="module")
+def scenes() -> list[L.LongScene]:
+    return short_scenes()
+
+
+def event_frames(scene: L.LongScene) -> set[int]:
+    return {i for e in scene.events for i in range(e.start, e.stop)}
+
+
+def test_events_change_exactly_their_frames(scenes):
+    for scene in scenes:
+        frames = L.render(scene)
+        plain = L.render(dataclasses.replace(scene, events=[]))
+        changed = {i for i in range(scene.n_frames) if not np.array_equal(frames[i], plain[i])}
+        assert changed == event_frames(scene), scene.name
+        objects = {i for e in scene.events if e.kind == "object" for i in range(e.start, e.stop)}
+        haloed = {i for i in range(scene.n_frames) if np.all(frames[i] == L.HALO_RGB, axis=-1).sum() > 20}
+        assert haloed == objects, scene.name
+        for e in scene.events:
+            for i in range(scene.n_frames):
+                if e.kind == "object":  # the object's own colour at its centre, only while it is shown
+                    at = tuple(frames[i, int(e.centre[1]), int(e.centre[0])])
+                    assert (at == synth.COLOURS[e.colour]) == (e.start <= i < e.stop), (scene.name, i)
+                else:  # most of a flash frame is the flash colour; never in other frames
+                    light = np.all(frames[i] == L.FLASH_RGB, axis=-1).mean()
+                    in_any = any(f.start <= i < f.stop for f in scene.events)
+                    assert (light > 0.4) == in_any and (light == 0) != in_any, (scene.name, i, light)
+
+
+def test_decoded_samples_show_the_event_when_metadata_says(scenes, tmp_path):
+    """Through mp4 + the pipeline's sampler: a sampled frame shows the event iff its index is inside it."""
+    for scene in [s for s in scenes if s.kind == "object"][:1] + [s for s in scenes if s.kind == "flash"][:1]:
+        path = synth.write_mp4(L.render(scene), tmp_path / f"{scene.name}.mp4", fps=scene.fps)
+        for f in (4, 8, 13):
+            clip = sample_frames(path, f)
+            assert clip.indices == L.sample_indices(scene.n_frames, f)
+            for frame, i in zip(clip.frames, clip.indices, strict=True):
+                e = scene.events[0]
+                if e.kind == "object":
+                    x, y = int(e.centre[0]), int(e.centre[1])
+                    seen = np.abs(frame[y - 2 : y + 3, x - 2 : x + 3].astype(int) - synth.COLOURS[e.colour]).max() < 40
+                else:
+                    seen = np.abs(frame.astype(int) - L.FLASH_RGB).max(-1).__lt__(20).mean() > 0.4
+                assert seen == (i in event_frames(scene)), (scene.name, f, i)
+
+
+def test_max_gap_and_guarantee():
+    for n in (2, 16, 17, 40, 119, 240):
+        for f in range(2, 40):
+            idx = np.linspace(0, n - 1, f, dtype=int)
+            assert np.diff(idx).max() == min(L.max_gap(n, f), n - 1) or f > n
+    for scene in L.make_split("val", 60):
+        assert L.MIN_EVENT_S * scene.fps <= min(e.stop - e.start for e in scene.events)
+        assert max(e.stop - e.start for e in scene.events) <= L.MAX_EVENT_S * scene.fps
+        assert all(L.resolved(scene, f) for f in range(L.GUARANTEE_FRAMES, 65)), scene.name
+        assert L.frames_needed(scene) <= L.GUARANTEE_FRAMES
+    long = [s for s in L.make_split("val", 150) if s.duration_s > 30]
+    missed = np.mean([not L.resolved(s, 8) for s in long])
+    assert missed > 0.5, missed  # 8 frames usually miss something on a > 30 s clip
+
+
+def test_splits_disjoint_and_deterministic():
+    train = {s.key() for s in L.make_split("train", 600)}
+    val, test = L.val_scenes(60, train_n=600), L.test_scenes(60, train_n=600, val_n=60)
+    assert len(val) == 60 and len(test) == 60
+    vk, tk = {s.key() for s in val}, {s.key() for s in test}
+    assert not (train & vk) and not (train & tk) and not (vk & tk)
+    assert L.make_split("test", 20) == L.make_split("test", 20)
+    assert L.make_split("test", 20, seed=1) != L.make_split("test", 20)
+    kinds = {s.kind for s in test}
+    assert kinds == set(L.KINDS)
+    durations = [s.duration_s for s in test]
+    assert min(durations) >= 4 and max(durations) <= 60 and sum(d > 30 for d in durations) > 10
+
+
+def test_questions_answers_and_layout(tmp_path):
+    scenes = short_scenes("test", max_frames=24)[:3]
+    out, nq = L.write_eval_split(tmp_path / "split", scenes, seed=0)
+    again, _ = L.write_eval_split(tmp_path / "again", scenes, seed=0)
+    assert (out / "test_a.json").read_text() == (again / "test_a.json").read_text()
+    for s in scenes:
+        assert (out / "videos" / f"{s.name}.mp4").read_bytes() == (again / "videos" / f"{s.name}.mp4").read_bytes()
+    ds = load_dataset("msvd", out)
+    assert len(ds.items) == nq and not ds.missing
+    answers = json.loads((out / "test_a.json").read_text())
+    meta = {m["name"]: m for m in json.loads((out / "scenes.json").read_text())}
+    by_scene = {s.name: s for s in scenes}
+    for item, a in zip(ds.items, answers, strict=True):
+        scene = by_scene[item.video_name]
+        want = {"colour": scene.main.colour, "shape": scene.main.shape, "direction": scene.main.direction,
+                "event_colour": scene.events[0].colour, "event_shape": scene.events[0].shape,
+                "count": L.COUNT_WORDS[len(scene.events) - 1], "order": scene.events[0].shape}[a["type"]]
+        assert item.answer == want
+        assert a["type"] in L.KIND_TYPES[scene.kind] + ["colour", "shape", "direction"]
+    for s in scenes:
+        m = meta[s.name]
+        assert m["duration_s"] == s.n_frames / L.FPS and m["event_third"] in ("first", "middle", "last")
+        assert [(e["start"], e["stop"]) for e in m["events"]] == [(e.start, e.stop) for e in s.events]
+        assert sample_frames(out / "videos" / f"{s.name}.mp4", 4).info.total_frames == s.n_frames

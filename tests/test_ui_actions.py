@@ -1,0 +1,131 @@
+"""The chat's actions called directly (no server, no browser): queueing, stop, retry, clear, refusal,
+warnings. Answers are compared with `VideoQA.ask` called with the history the chat should have kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from clipgen import write_clip, write_corrupt
+from videoqa.ui.actions import ChatActions
+from videoqa.ui.session import ChatSession, shown_text
+
+from videoqa.pruning import PruneConfig
+
+FASTV = PruneConfig("fastv", 2, 0.5)
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory) -> Path:
+    return write_clip(tmp_path_factory.mktemp("actions") / "walk.mp4", n_frames=30, size=(80, 48))
+
+
+@pytest.fixture
+def actions(tiny_qa, tmp_path) -> ChatActions:
+    return ChatActions(tiny_qa, [], tmp_path)
+
+
+def loaded(actions: ChatActions, clip: Path) -> ChatSession:
+    session = ChatSession()
+    actions.load_upload(str(clip), session)
+    return session
+
+
+def enqueue(actions, session, question, method="fastv", r="0.5"):
+    return actions.enqueue(question, session, method, 2, r, 0, False)
+
+
+def shown(session: ChatSession) -> list[str]:
+    return [shown_text(m) for m in session.chat()]
+
+
+def test_questions_asked_while_busy_are_answered_in_order_with_their_own_settings(actions, tiny_qa, clip):
+    s = loaded(actions, clip)
+    q1, q2 = "What colour is it?", "Where does it go?"
+    chat, box, _ = enqueue(actions, s, q1)
+    assert box == "" and shown(s)[1:] == [q1, "…"]
+    enqueue(actions, s, q2, method="vispruner", r="0.75")  # asked before the first is answered
+    assert shown(s)[3:] == [q2, "(queued: answered after the question above)"]
+    list(actions.run(s))
+    a1 = tiny_qa.ask(clip, q1, prune=FASTV)
+    a2 = tiny_qa.ask(clip, q2, history=[(q1, a1.text)], prune=PruneConfig("vispruner", 2, 0.75))
+    assert shown(s)[1:] == [q1, a1.text, q2, a2.text]
+
+
+def test_stop_keeps_the_partial_answer_and_drops_the_queue(actions, tiny_qa, clip):
+    s = loaded(actions, clip)
+    q1, q2, q3 = "What colour is it?", "Where does it go?", "How fast?"
+    enqueue(actions, s, q1)
+    enqueue(actions, s, q2)
+    run = actions.run(s)
+    next(run)  # the chat as it was
+    next(run)  # the first token of the first answer
+    partial = shown(s)[2]
+    assert partial and partial != "…"
+    actions.stop(s)
+    list(run)
+    assert shown(s)[1:] == [q1, f"{partial} (stopped)", q2, "(stopped before it was answered)"]
+    # The partial answer is part of the conversation the model sees; the unanswered question is not.
+    enqueue(actions, s, q3)
+    list(actions.run(s))
+    expected = tiny_qa.ask(clip, q3, history=[(q1, partial)], prune=FASTV)
+    assert shown(s)[-1] == expected.text
+
+
+def test_retry_replaces_the_last_answer(actions, tiny_qa, clip):
+    s = loaded(actions, clip)
+    enqueue(actions, s, "What colour is it?", method="none")
+    list(actions.run(s))
+    actions.retry(s, "fastv", 2, "0.5", 0, False)
+    list(actions.run(s))
+    direct = tiny_qa.ask(clip, "What colour is it?", prune=FASTV)
+    assert shown(s)[1:] == ["What colour is it?", direct.text]
+    assert len(s.exchanges) == 1
+
+
+def test_clear_forgets_what_the_model_saw_too(actions, tiny_qa, clip):
+    s = loaded(actions, clip)
+    enqueue(actions, s, "What colour is it?")
+    list(actions.run(s))
+    actions.clear(s)
+    assert s.chat() == [] and s.clip == str(clip)  # the clip stays
+    enqueue(actions, s, "Where does it go?")
+    list(actions.run(s))
+    assert shown(s) == ["Where does it go?", tiny_qa.ask(clip, "Where does it go?", prune=FASTV).text]
+
+
+def test_a_refused_question_goes_back_to_the_box(actions, clip):
+    s = loaded(actions, clip)
+    enqueue(actions, s, "Is anyone there?")
+    chat, box, *_ = actions.refused("", s)
+    assert box == "Is anyone there?"
+    assert "busy" in shown(s)[-1] and "Is anyone there?" not in shown(s)
+    assert s.exchanges == []
+    enqueue(actions, s, "Still there?")
+    chat, box, *_ = actions.refused("and typed since", s)  # nothing typed meanwhile is lost either
+    assert box == "Still there?\nand typed since"
+
+
+def test_a_question_without_a_clip_stays_in_the_box(actions):
+    s = ChatSession()
+    chat, box, _ = enqueue(actions, s, "What is this?")
+    assert box == {"__type__": "update"}  # left as typed
+    assert "Upload a clip" in shown(s)[-1]
+
+
+def test_answer_warnings_are_shown_as_notices_and_exported(actions, tiny_qa, tmp_path):
+    damaged = write_corrupt(tmp_path / "damaged.mkv", n_frames=24, size=(96, 64))  # one frame readable
+    warnings = tiny_qa.ask(damaged, "What colour is it?", prune=FASTV).warnings
+    assert warnings  # the pipeline reports what the file could not give
+    s = loaded(actions, damaged)
+    enqueue(actions, s, "What colour is it?")
+    enqueue(actions, s, "Where does it go?")
+    list(actions.run(s))
+    texts = shown(s)
+    # Each answer's notices right after it, before the next question.
+    notices = [f"⚠️ {w}" for w in warnings]
+    assert texts[1:] == ["What colour is it?", texts[2], *notices, "Where does it go?", texts[4 + len(notices)],
+                         *notices]
+    doc = json.loads(Path(actions.export(s)["value"]).read_text())
+    assert [t["warnings"] for t in doc["turns"]] == [warnings, warnings]

@@ -1,0 +1,66 @@
+"""Heatmaps of token-merging methods: patches merged into a kept token are shaded apart from dropped ones."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from videoqa.heatmap import DIM, MERGED_MIX, MERGED_TINT, absorbed_tokens, render_heatmaps
+from videoqa.pruning import KeptTokens, VisualLayout
+
+SIZE, CROP = {"shortest_edge": 32}, {"height": 32, "width": 32}
+LAYOUT = VisualLayout(n_frames=2, grid=4, has_cls=True)  # 17 tokens per frame: CLS, then 16 patches
+GREY = 200
+
+
+def clip():
+    frames = np.full((2, 32, 32, 3), GREY, dtype=np.uint8)
+    return SimpleNamespace(frames=frames, timestamps=[0.5, 1.0])
+
+
+def cell(img, row: int, col: int) -> np.ndarray:
+    """The colour at the centre of grid cell (row, col) of a 4x4 grid on a square image."""
+    step = img.size[0] // 4
+    return np.asarray(img)[int((row + 0.5) * step), int((col + 0.5) * step)].astype(float)
+
+
+def kept_tokens(**details) -> KeptTokens:
+    # frame 0: CLS (0), patch (0,0) = 1, patch (3,2) = 15; frame 1: patch (1,1) = 17 + 1 + 5 = 23
+    return KeptTokens(method="fastvid", layer=0, n_visual=34, kept=[0, 1, 15, 23], layout=LAYOUT, details=details)
+
+
+MERGES = {1: [2, 3], 23: [24, 17, 15]}  # 17 is frame 1's CLS (no cell); 15 is kept itself
+
+
+@pytest.mark.parametrize("form", ["mapping", "json-keys", "per-kept-list", "argument"])
+def test_merged_patches_are_tinted_dropped_ones_dimmed(form):
+    if form == "argument":
+        kept, absorbed = kept_tokens(), MERGES
+    else:
+        value = {
+            "mapping": MERGES,
+            "json-keys": {str(k): v for k, v in MERGES.items()},  # as read back from a JSON record
+            "per-kept-list": [[], [2, 3], [], [24, 17, 15]],  # one list per kept token, in kept order
+        }[form]
+        kept, absorbed = kept_tokens(absorbed=value), None
+    assert absorbed_tokens(kept, absorbed) == {2, 3, 17, 24}
+    (img0, cap0), (img1, cap1) = render_heatmaps(clip(), kept, SIZE, CROP, absorbed=absorbed)
+    tinted = (1 - MERGED_MIX) * GREY + MERGED_MIX * np.asarray(MERGED_TINT, float)
+    np.testing.assert_allclose(cell(img0, 0, 0), [GREY] * 3, atol=1)  # kept
+    np.testing.assert_allclose(cell(img0, 0, 1), tinted, atol=1)  # index 2: merged into 1
+    np.testing.assert_allclose(cell(img0, 0, 2), tinted, atol=1)  # index 3
+    np.testing.assert_allclose(cell(img0, 1, 0), [GREY * DIM] * 3, atol=1)  # dropped, not merged
+    np.testing.assert_allclose(cell(img0, 3, 2), [GREY] * 3, atol=1)  # 15: kept, though also "absorbed"
+    np.testing.assert_allclose(cell(img1, 1, 1), [GREY] * 3, atol=1)  # 23 kept
+    np.testing.assert_allclose(cell(img1, 1, 2), tinted, atol=1)  # 24 merged into 23
+    assert cap0 == "#1 · 0.50s · kept 2/16 · CLS · merged 2"
+    assert cap1 == "#2 · 1.00s · kept 1/16 · no CLS · merged 1"
+
+
+def test_without_merges_nothing_changes():
+    plain = render_heatmaps(clip(), kept_tokens(), SIZE, CROP)
+    unrelated = render_heatmaps(clip(), kept_tokens(important=[1, 15]), SIZE, CROP)  # VisPruner-style details
+    for (a, ca), (b, cb) in zip(plain, unrelated, strict=True):
+        assert ca == cb and "merged" not in ca
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert absorbed_tokens(kept_tokens(merged=[[1]])) == set()  # a list that does not match kept: ignored

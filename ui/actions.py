@@ -1,0 +1,313 @@
+"""What the chat's buttons do, around one loaded `VideoQA`. Every answer comes from `VideoQA.stream`, the
+same call the CLI makes; this module only keeps the tab's conversation and turns Answers into messages,
+heatmaps and stats.
+
+Asking is two steps: `enqueue` runs at once (outside the model's queue) and puts the question in the chat
+and the session; `run` then answers every queued question of the tab in order, in the model's single slot.
+So the box is free for the next question while an answer streams, and a second question waits visibly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import gradio as gr
+
+from videoqa.errors import InputError, VideoQAError
+from videoqa.heatmap import render_heatmaps
+from videoqa.pruning import METHODS, PruneConfig
+
+from .media import VIDEO_EXTENSIONS, Example, preview, sweep_cache
+from .present import answer_warnings, exchange_record, export_document, format_stats, reason, summary_line
+from .session import ChatSession, Exchange, Settings
+
+log = logging.getLogger(__name__)
+
+SKIP = object()  # "leave this output as it is", turned into gr.skip() when yielded
+
+
+def parse_r(text: str | float | None) -> float | str:
+    """The R box: 'auto' (or empty) or a number in [0, 1)."""
+    s = str(text if text is not None else "").strip().lower()
+    if s in ("", "auto"):
+        return "auto"
+    try:
+        return float(s)
+    except ValueError:
+        raise InputError(f"R must be 'auto' or a number in [0, 1), got {text!r}") from None
+
+
+def _heatmaps(images: list | None):
+    """The chat's heatmap gallery: shown only when there is an answer to show it for."""
+    return gr.update(value=images, visible=images is not None)
+
+
+def _skip(values: list) -> tuple:
+    return tuple(gr.skip() if v is SKIP else v for v in values)
+
+
+def _with_final(chat, outputs: Iterator[tuple]) -> Iterator[tuple]:
+    """(chat, heatmaps, stats) as they stream, then once more with the latest value of each, so an API
+    client's result is complete (the page keeps what it was shown; a client only sees the last one)."""
+    last = [chat, None, ""]
+    yield tuple(last)
+    for out in outputs:
+        last = [old if new == gr.skip() else new for new, old in zip(out[:3], last, strict=True)]
+        yield out[:3]
+    yield tuple(last)
+
+
+class ChatActions:
+    def __init__(self, qa, examples: list[Example], work_dir: Path, cache_dir: str | Path | None = None,
+                 max_age_s: float = 3600, keep: frozenset[str] = frozenset()):
+        self.qa = qa
+        self.examples = examples
+        self.work_dir = work_dir
+        self.cache_dir, self.max_age_s, self.keep = cache_dir, max_age_s, keep
+        self.methods = tuple(METHODS)
+
+    # -- the clip ---------------------------------------------------------------------------------------
+
+    def load_upload(self, path: str | None, session: ChatSession):
+        """An uploaded clip starts a new conversation; the upload box is emptied for the next file (the
+        current clip is the one in the preview)."""
+        chat, shown = self._load(path, session)
+        return chat, shown, _heatmaps(None), "", None
+
+    def load_example(self, index: int | None, session: ChatSession):
+        """An example: its clip and its suggested question (in the chat box and the compare box)."""
+        if index is None or not 0 <= int(index) < len(self.examples):
+            session.restart()
+            session.say("⚠️ No such example.")
+            return (session.chat(), gr.update(value=None, label="Current clip"), _heatmaps(None), "", None,
+                    gr.skip(), gr.skip())
+        ex = self.examples[int(index)]
+        chat, shown = self._load(str(ex.clip), session)
+        return chat, shown, _heatmaps(None), "", None, ex.question, ex.question
+
+    def load_named(self, name: str, session: ChatSession):
+        """API: load the example clip called `name` (its first suggested question goes to the box)."""
+        match = [i for i, ex in enumerate(self.examples) if ex.clip.name == name]
+        return self.load_example(match[0] if match else None, session)
+
+    def _load(self, path: str | None, session: ChatSession):
+        from videoqa.video import probe_video
+
+        session.restart()
+        if not path:
+            return session.chat(), gr.update(value=None, label="Current clip")
+        name = Path(path).name
+        if Path(path).suffix.lower() not in VIDEO_EXTENSIONS:
+            session.say(f"⚠️ “{name}” is not a supported video ({', '.join(VIDEO_EXTENSIONS)}).")
+            return session.chat(), gr.update(value=None, label="Current clip")
+        try:
+            info = probe_video(path)
+        except VideoQAError as e:
+            session.say(f"⚠️ Cannot use “{name}”: {reason(e)}")
+            return session.chat(), gr.update(value=None, label="Current clip")
+        session.restart(path, name)
+        shown = preview(path, info.container, info.codec, self.work_dir)
+        session.say(f"Loaded “{name}”: {info.duration_s:.1f} s, {info.fps:.1f} fps, {info.width}×{info.height}, "
+                    f"{info.codec}. Ask a question.")
+        return session.chat(), gr.update(value=str(shown) if shown else None, label=f"Current clip: {name}")
+
+    # -- asking -----------------------------------------------------------------------------------------
+
+    def enqueue(self, question: str, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
+        """Put the question in the chat at once; it is answered by `run`. The box keeps the text when the
+        question cannot be asked yet (no clip)."""
+        question = (question or "").strip()
+        if not question:
+            session.say("⚠️ Type a question first.")
+            return session.chat(), gr.skip(), gr.skip()
+        if session.clip is None:
+            session.say("⚠️ Upload a clip (or pick an example) first.")
+            return session.chat(), gr.skip(), gr.skip()
+        session.add_question(question, Settings(method, k, str(r), frames, bool(show_scores)))
+        return session.chat(), "", gr.update(interactive=True)
+
+    def run(self, session: ChatSession) -> Iterator[tuple]:
+        """Answer the tab's queued questions in order. Yields (chat, heatmaps, stats, stop button)."""
+        yield self._out(session)
+        while (ex := session.take()) is not None:
+            yield from self._answer(session, ex)
+        yield self._out(session, busy=False)
+
+    def _out(self, session: ChatSession, gallery=SKIP, stats=SKIP, busy: bool = True) -> tuple:
+        stop = SKIP if busy else gr.update(interactive=session.busy())
+        return _skip([session.chat(), gallery, stats, stop])
+
+    def _answer(self, session: ChatSession, ex: Exchange) -> Iterator[tuple]:
+        if session.stopped(ex):
+            ex.state = "stopped"
+            session.show(ex, "(stopped before it was answered)")
+            yield self._out(session)
+            return
+        text, answer, clip = "", None, session.clip
+        try:
+            cfg, frames = self.config(ex.settings)
+            stream = self.qa.stream(clip, ex.question, history=session.history(ex), prune=cfg, frames=frames)
+            try:
+                for item in stream:
+                    if session.stopped(ex):
+                        break  # closing the stream ends generation
+                    if isinstance(item, str):
+                        text += item
+                        session.show(ex, text.strip() or "…")
+                        yield self._out(session)
+                    else:
+                        answer = item
+            finally:
+                stream.close()
+        except VideoQAError as e:
+            yield self._fail(session, ex, text, reason(e))
+            return
+        except Exception as e:  # a bug, not the user's fault: log it, tell the user, keep serving
+            log.exception("answering %r about %s failed", ex.question, clip)
+            yield self._fail(session, ex, "", f"internal error ({type(e).__name__}: {e}); see the server log.")
+            return
+        if answer is None:
+            yield self._stopped(session, ex, text)
+            return
+        yield self._done(session, ex, answer)
+
+    def _fail(self, session: ChatSession, ex: Exchange, text: str, why: str) -> tuple:
+        ex.state = "failed"
+        ex.record = {"status": "failed", "question": ex.question, "shown": text, "error": why}
+        session.show(ex, f"{text}\n\n⚠️ {why}".strip())
+        return self._out(session)
+
+    def _stopped(self, session: ChatSession, ex: Exchange, text: str) -> tuple:
+        """Stopped by the user: the partial answer stays, in the chat and in the history the model sees."""
+        ex.state = "stopped"
+        if ex.epoch == session.epoch:
+            ex.answer = text.strip() or None
+            ex.record = {"status": "stopped", "question": ex.question, "shown": text.strip()}
+            session.show(ex, f"{text.strip()} (stopped)".strip())
+        return self._out(session)
+
+    def _done(self, session: ChatSession, ex: Exchange, answer) -> tuple:
+        if ex.epoch != session.epoch:
+            return self._out(session)
+        follow_up = session.answered_before(ex)
+        vp = self.qa.processor.video_processor
+        gallery = render_heatmaps(answer.clip, answer.kept, vp.size, vp.crop_size, show_scores=ex.settings.show_scores)
+        text = answer.text or "(empty answer)"
+        ex.answer, ex.state = answer.text, "done"
+        ex.record = exchange_record(answer, text, "done")
+        session.show(ex, text)
+        session.add_notes(ex, [f"⚠️ {w}" for w in answer_warnings(answer)])
+        if self.cache_dir is not None:
+            sweep_cache(self.cache_dir, self.max_age_s, keep=self.keep)
+        return self._out(session, _heatmaps(gallery), format_stats(answer, follow_up))
+
+    def config(self, s: Settings) -> tuple[PruneConfig, int | None]:
+        """The pruning the controls ask for; options without a control keep the server's defaults."""
+        default = self.qa.prune
+        k = default.k if s.k is None else int(s.k)
+        return replace(default, method=s.method, k=k, r=parse_r(s.r)), int(s.frames or 0) or None
+
+    def refused(self, typed: str, session: ChatSession):
+        """The server's queue was full: the waiting questions go back into the box (before anything typed
+        since), and the chat says why."""
+        questions = session.unqueue()
+        session.say("The server is busy with other questions right now. Your question is back in the box: "
+                    "ask again in a moment.")
+        box = "\n".join([*questions, typed] if typed else questions) if questions else gr.skip()
+        return session.chat(), box, gr.skip(), gr.skip(), gr.update(interactive=session.busy())
+
+    def stop(self, session: ChatSession):
+        """Stop the answer being written (its text so far stays) and the questions waiting behind it."""
+        if not session.stop():
+            session.say("Nothing to stop.")
+        return session.chat()
+
+    def retry(self, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
+        """Ask the last question again (with the current settings), replacing its answer."""
+        if session.busy():
+            session.say("Still answering: press Stop first, then Retry.")
+            return session.chat(), gr.skip()
+        last = session.last_finished()
+        if last is None:
+            session.say("Nothing to retry yet: ask a question first.")
+            return session.chat(), gr.skip()
+        session.forget(last)
+        return self.enqueue(last.question, session, method, k, r, frames, show_scores)[0], gr.update(interactive=True)
+
+    def clear(self, session: ChatSession):
+        """Forget the conversation (the chat and what the model remembers); keep the clip."""
+        session.restart(session.clip, session.clip_name)
+        return [], _heatmaps(None), "", gr.update(value=None, visible=False)
+
+    def export(self, session: ChatSession):
+        """The conversation as a JSON file: each question, the answer shown, its stats and kept-token record."""
+        doc = export_document(self.qa.name, session.clip_name, session.records())
+        stem = Path(session.clip_name).stem or "conversation"
+        out = self.work_dir / "exports" / uuid.uuid4().hex[:12] / f"videoqa-{stem}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=1, ensure_ascii=False))
+        return gr.update(value=str(out), visible=True)
+
+    # -- API-only endpoints (one call each for clients; the page uses enqueue + run) ---------------------
+
+    def ask(self, question: str, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
+        """Ask one question and stream its answer. Yields (chat, heatmaps, stats); the last output holds
+        all three."""
+        chat, *_ = self.enqueue(question, session, method, k, r, frames, show_scores)
+        yield from _with_final(chat, self.run(session))
+
+    def retry_api(self, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
+        """Ask the last question again with these settings; outputs as for ask."""
+        chat, _ = self.retry(session, method, k, r, frames, show_scores)
+        yield from _with_final(chat, self.run(session))
+
+    # -- compare ----------------------------------------------------------------------------------------
+
+    def compare(self, question: str, session: ChatSession, k, r: str, frames, show_scores: bool):
+        """The same question answered with every method, one after the other. Yields a status line, then
+        per method: answer, heatmaps, summary (kept tokens, FLOPs, time)."""
+        n = len(self.methods)
+        out = [SKIP] * (1 + 3 * n)
+        question = (question or "").strip()
+        if session.clip is None or not question:
+            out[0] = "⚠️ " + ("Upload a clip (or pick an example) first." if session.clip is None
+                              else "Type a question first.")
+            yield _skip(out)
+            return
+        out[1:] = ["", None, ""] * n  # nothing left over from an earlier comparison
+        epoch, clip = session.epoch, session.clip
+        for i, method in enumerate(self.methods):
+            out[0] = f"Answering with **{method}** ({i + 1}/{n})…"
+            yield _skip(out)
+            for text, gallery, summary in self._compare_one(clip, question, method, k, r, frames, show_scores):
+                if session.epoch != epoch:
+                    return  # a new clip meanwhile: this comparison is no longer wanted
+                out[1 + 3 * i: 4 + 3 * i] = [text, gallery, summary]
+                yield _skip(out)
+        out[0] = f"Compared {n} methods on “{session.clip_name}”: “{question}”"
+        yield _skip(out)
+
+    def _compare_one(self, clip: str, question: str, method: str, k, r, frames, show_scores: bool):
+        """Yields (answer so far, heatmaps, summary) for one method."""
+        text = ""
+        try:
+            cfg, n_frames = self.config(Settings(method, k, str(r), frames, bool(show_scores)))
+            for item in self.qa.stream(clip, question, prune=cfg, frames=n_frames):
+                if isinstance(item, str):
+                    text += item
+                    yield text, SKIP, SKIP
+                else:
+                    vp = self.qa.processor.video_processor
+                    gallery = render_heatmaps(item.clip, item.kept, vp.size, vp.crop_size, show_scores=show_scores)
+                    notes = "".join(f"\n\n⚠️ {w}" for w in answer_warnings(item))
+                    yield item.text or "(empty answer)", gallery, summary_line(item) + notes
+        except VideoQAError as e:
+            yield f"{text}\n\n⚠️ {reason(e)}".strip(), None, ""
+        except Exception as e:  # a bug: log it, show it, go on with the next method
+            log.exception("comparing %s on %r failed", method, question)
+            yield f"⚠️ internal error ({type(e).__name__}: {e}); see the server log.", None, ""

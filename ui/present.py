@@ -1,0 +1,88 @@
+"""Answers turned into what the page shows: the stats table, a one-line summary, the export document."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from videoqa.errors import VideoQAError
+
+
+def reason(error: VideoQAError) -> str:
+    """The error's message; for a VideoError only the reason (the path is Gradio's long temp path)."""
+    return str(getattr(error, "reason", error))
+
+
+def answer_warnings(answer) -> list[str]:
+    """Warnings the pipeline attached to an answer (e.g. fewer distinct frames than asked); none if the
+    pipeline does not report any."""
+    return [str(w) for w in (getattr(answer, "warnings", None) or [])]
+
+
+def fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def where_pruned(layer: int | None) -> str:
+    return {None: "no pruning", 0: "before the LLM"}.get(layer, f"at LLM layer K={layer}")
+
+
+def encode_label(answer, follow_up: bool) -> str:
+    """How the clip's encoding was obtained, told from this conversation's point of view: the shared
+    cache may hold a clip another tab encoded, which is not a follow-up for this one."""
+    s = answer.stats
+    if not s.encode_cached:
+        return f"{s.t_encode:.3f} s"
+    return "cached (follow-up, no re-encode)" if follow_up else "cached (clip already encoded on this server)"
+
+
+def format_stats(answer, follow_up: bool = False) -> str:
+    """The stats panel for one Answer, as a Markdown table."""
+    s, k, fl = answer.stats, answer.kept, answer.flops
+    share = 100 * k.n_kept / k.n_visual if k.n_visual else 100.0
+    r_line = f"{k.r:.2f} ({'auto' if answer.prune.r == 'auto' else 'set by you'})"
+    if answer.decision is not None and answer.decision.reason:
+        r_line += f": {answer.decision.reason}"
+    for warning in getattr(answer.decision, "warnings", None) or []:
+        r_line += f" ⚠️ {warning}"
+    rows = [
+        ("frames", f"{s.frames} sampled ({s.t_sample:.3f} s to decode)"),
+        ("visual tokens", f"{k.n_visual} → {k.n_kept} kept ({share:.1f}%)"),
+        ("method", f"{k.method}, {where_pruned(k.layer)}"),
+        ("R (dropped share)", r_line),
+        ("FLOPs (prefill)", f"{fl.ratio:.3f}× of unpruned ({fl.n_tokens} → {fl.n_tokens_pruned} tokens)"),
+        ("time", f"decode {s.t_sample:.3f} s · encode {encode_label(answer, follow_up)} · prefill "
+                 f"{s.t_prefill:.3f} s · generate {s.t_generate:.3f} s · total {s.t_total:.3f} s"),
+        ("speed", f"{s.tokens_per_s:.1f} tokens/s ({s.new_tokens} new tokens, prompt {s.prompt_tokens})"),
+        ("peak memory", f"{fmt_bytes(s.peak_memory_bytes)} ({s.peak_memory_kind}) · {s.device}, {s.dtype}"),
+    ]
+    return ("| answer | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
+            + "\n\n**Kept visual tokens per frame**, each frame as the model saw it: dimmed = dropped, "
+              "blue = merged into a kept token.")
+
+
+def summary_line(answer) -> str:
+    """One method's result in compare mode: kept tokens, FLOPs, time."""
+    k, fl, s = answer.kept, answer.flops, answer.stats
+    return (f"**{k.n_kept}/{k.n_visual}** visual tokens kept ({where_pruned(k.layer)}, R={k.r:.2f}) · "
+            f"**FLOPs {fl.ratio:.3f}×** of unpruned · prefill {s.t_prefill:.3f} s · "
+            f"{s.new_tokens} token{'s' if s.new_tokens != 1 else ''} in {s.t_total:.3f} s")
+
+
+def exchange_record(answer, shown: str, status: str) -> dict:
+    """An answered question as exported: what the chat showed plus the pipeline's full record
+    (pruning settings, kept-token indices per frame, FLOPs, timings, warnings)."""
+    return {"status": status, "shown": shown, "warnings": answer_warnings(answer), **answer.to_dict()}
+
+
+def export_document(model: str, clip_name: str, records: list[dict]) -> dict:
+    return {
+        "videoqa_conversation": 1,
+        "exported": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "model": model,
+        "clip": clip_name,
+        "turns": records,
+    }

@@ -1,0 +1,149 @@
+"""One JSON POST whose whole exchange (connect, send, headers, body) ends within a deadline.
+
+A socket timeout only bounds the wait for the next byte, so a server that trickles its reply byte by byte
+holds a plain `urlopen(timeout=...)` for as long as it likes; so does the `openai` client's timeout (httpx's
+read timeout is per chunk too). Here a timer shuts the request's socket down when the time is up, which
+wakes the blocked read at once. urllib stays underneath, so proxies from the environment still apply.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import functools
+import http.client
+import json
+import socket
+import ssl
+import threading
+import time
+import urllib.error
+import urllib.request
+
+
+class HTTPFailure(Exception):
+    """A request that did not give a JSON reply; `retryable` tells whether asking again may help."""
+
+    def __init__(self, message: str, status: int | None = None, retryable: bool = True,
+                 retry_after: float | None = None):
+        super().__init__(message)
+        self.status, self.retryable, self.retry_after = status, retryable, retry_after
+
+
+class _Deadline:
+    """Shuts down every socket of one request once `expire()` is called (by a timer)."""
+
+    def __init__(self):
+        self.expired = False
+        self._socks: list[socket.socket] = []
+        self._lock = threading.Lock()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._socks.append(sock)
+            if self.expired:  # connected just after the deadline: stop right away
+                _shutdown(sock)
+
+    def expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._socks:
+                _shutdown(sock)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:  # the plain socket's shutdown, also for TLS sockets: it only wakes the reader, the owner closes
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _WatchedHTTP(http.client.HTTPConnection):
+    def __init__(self, *args, deadline: _Deadline, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._deadline = deadline
+
+    def connect(self):
+        super().connect()
+        self._deadline.watch(self.sock)
+
+
+class _WatchedHTTPS(http.client.HTTPSConnection):
+    def __init__(self, *args, deadline: _Deadline, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._deadline = deadline
+
+    def connect(self):
+        super().connect()
+        self._deadline.watch(self.sock)
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline):
+        super().__init__()
+        self._deadline = deadline
+
+    def http_open(self, req):
+        return self.do_open(functools.partial(_WatchedHTTP, deadline=self._deadline), req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: _Deadline, context: ssl.SSLContext | None):
+        self._ctx = context  # None: http.client makes the default one, per connection
+        super().__init__(context=context)
+        self._deadline = deadline
+
+    def https_open(self, req):
+        return self.do_open(functools.partial(_WatchedHTTPS, deadline=self._deadline), req, context=self._ctx)
+
+
+def retry_after_seconds(headers) -> float | None:
+    """Seconds a 429/503 reply asks us to wait (`retry-after-ms`, or `retry-after` in seconds or as a date)."""
+    if headers is None:
+        return None
+    try:
+        if headers.get("retry-after-ms"):
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after")
+        if not value:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def post_json(url: str, payload: dict, headers: dict[str, str], timeout_s: float,
+              context: ssl.SSLContext | None = None) -> dict:
+    """POST `payload` as JSON and return the decoded JSON reply, all within `timeout_s` seconds. Pass one
+    `context` for many HTTPS requests: making one loads the CA store (~0.1 s)."""
+    deadline = _Deadline()
+    opener = urllib.request.build_opener(_HTTPHandler(deadline), _HTTPSHandler(deadline, context))
+    req = urllib.request.Request(
+        url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json", **headers},
+        method="POST",
+    )
+    timer = threading.Timer(timeout_s, deadline.expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        with opener.open(req, timeout=timeout_s) as resp:
+            data = resp.read()
+    except urllib.error.HTTPError as e:
+        e.close()
+        raise HTTPFailure(f"HTTP {e.code} {e.reason}", e.code, e.code == 429 or e.code >= 500,
+                          retry_after_seconds(e.headers)) from None
+    except (OSError, http.client.HTTPException) as e:
+        if deadline.expired:
+            raise HTTPFailure(f"no complete reply within {timeout_s:g} s (timed out)") from None
+        raise HTTPFailure(f"cannot reach {url}: {getattr(e, 'reason', e)}") from None
+    finally:
+        timer.cancel()
+    if deadline.expired:
+        raise HTTPFailure(f"no complete reply within {timeout_s:g} s (timed out)")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise HTTPFailure("the endpoint did not return JSON") from None
