@@ -1,6 +1,7 @@
 """FastVID: selection and merging against a transcription of the official routine, segmentation, budgets."""
 
 import json
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -368,3 +369,28 @@ def test_ask_json_with_fastvid(capsys, tiny_model_dir, clip_path):
     record = json.loads(capsys.readouterr().out)
     assert code == 0 and record["kept"]["method"] == "fastvid" and record["kept"]["n_kept"] == 52
     assert record["prune"]["keep_positions"] is True and record["kept"]["absorbed"]
+
+
+def test_switching_method_keeps_only_a_chosen_positions_rule():
+    fastv = PruneConfig(method="fastv", r=0.5).validate()  # resolved: False, fastv's own rule
+    assert fastv.for_method("fastvid").validate().keep_positions is True
+    assert fastv.for_method("vispruner").validate().keep_positions is False
+    chosen = PruneConfig(method="vispruner", r=0.5, keep_positions=True).validate()
+    assert chosen.for_method("random").validate().keep_positions is True
+    renumbered = PruneConfig(method="fastvid", r=0.5, keep_positions=False).validate()
+    assert renumbered.for_method("vispruner").validate().keep_positions is False
+    assert PruneConfig(method="fastvid").validate().for_method("random").validate().keep_positions is False
+    assert fastv.for_method("fastvid").r == 0.5 and fastv.for_method("fastvid").k == fastv.k
+
+
+def test_batch_keys_name_the_fields_fastvid_reads():
+    from videoqa.batch.worklist import answer_options, fingerprint
+
+    def options(**kw):
+        spec = {"model": "demo", "prune": asdict(PruneConfig(method="fastvid", r=0.9, **kw).validate())}
+        return answer_options(spec)
+
+    assert options()["prune"] == {"method": "fastvid", "r": 0.9, "context_share": 0.4, "keep_positions": True}
+    keys = {fingerprint(options()), fingerprint(options(keep_positions=False)), fingerprint(options(context_share=1.0))}
+    assert len(keys) == 3
+    assert fingerprint(options()) == fingerprint(options(seed=5, k=7, important_ratio=0.1))  # not read by fastvid

@@ -45,11 +45,13 @@ def configs(k: int) -> list[PruneConfig]:
         out.append(PruneConfig(method=method, k=k, r="auto"))
     for method in ("vispruner", "random"):  # the same selections, original RoPE positions kept
         out += [PruneConfig(method=method, r=r, keep_positions=True) for r in RATIOS]
-    # FastVID keeps original positions by default (its official code does); renumbered once for comparison,
-    # and once with the whole budget chosen by density (the demo tower's [CLS] attention carries little).
+    # FastVID keeps original positions by default (its official code does); renumbered at every R for
+    # comparison, and once with the whole budget chosen by density (the demo tower's [CLS] attention carries
+    # little).
     out += [PruneConfig(method="fastvid", r=r) for r in FASTVID_RATIOS]
-    out += [PruneConfig(method="fastvid", r="auto"), PruneConfig(method="fastvid", r=0.9, keep_positions=False),
-            PruneConfig(method="fastvid", r=0.9, context_share=1.0)]
+    out.append(PruneConfig(method="fastvid", r="auto"))
+    out += [PruneConfig(method="fastvid", r=r, keep_positions=False) for r in FASTVID_RATIOS]
+    out.append(PruneConfig(method="fastvid", r=0.9, context_share=1.0))
     return out
 
 

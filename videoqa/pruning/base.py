@@ -100,6 +100,14 @@ class PruneConfig:
             raise InputError(f"context_share must be in [0, 1], got {self.context_share}")
         return replace(self, r=r, keep_positions=self.original_positions)
 
+    def for_method(self, method: str) -> PruneConfig:
+        """This configuration with another method (e.g. picked in the web chat). `keep_positions` carries over
+        only where it was chosen against this method's own rule; otherwise the new method's own rule applies
+        (a validated fastv default says False, which must not renumber a fastvid picked later)."""
+        chosen = self.keep_positions is not None and self.keep_positions != replace(
+            self, keep_positions=None).original_positions
+        return replace(self, method=method, keep_positions=self.keep_positions if chosen else None)
+
     @property
     def original_positions(self) -> bool:
         """Whether tokens kept before the LLM keep their unpruned RoPE positions."""
