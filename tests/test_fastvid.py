@@ -350,6 +350,7 @@ def test_answer_record_flops_and_adaptive_r(tiny_qa, clip_path):
     assert record["n_merged_dropped"] == len({i for g in kept.absorbed for i in g} & dropped) > 0
     masks = kept.frame_masks()
     assert sum(len(m["merged"]) for m in masks) == record["n_merged_dropped"]
+    assert f"visual tokens 520 -> 52 ({record['n_merged_dropped']} dropped merged in) |" in answer.summary()
     assert not any(set(m["merged"]) & set(m["patches"]) for m in masks)
     assert json.loads(json.dumps(answer.to_dict()))["prune"]["keep_positions"] is True
     same = tiny_qa.ask(clip_path, "What colour is it?", prune=PruneConfig(method="vispruner", r=0.9),
