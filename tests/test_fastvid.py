@@ -395,3 +395,15 @@ def test_batch_keys_name_the_fields_fastvid_reads():
     keys = {fingerprint(options()), fingerprint(options(keep_positions=False)), fingerprint(options(context_share=1.0))}
     assert len(keys) == 3
     assert fingerprint(options()) == fingerprint(options(seed=5, k=7, important_ratio=0.1))  # not read by fastvid
+
+
+def test_bench_accuracy_measures_fastvid_both_ways_at_every_r_in_its_own_folders():
+    from videoqa.bench.accuracy import FASTVID_RATIOS, configs, run_name
+
+    cfgs = [c.validate() for c in configs(k=2)]
+    names = [run_name(c) for c in cfgs]
+    assert len(set(names)) == len(names)  # a run folder holds one configuration
+    for r in FASTVID_RATIOS:
+        assert {c.keep_positions for c in cfgs if c.method == "fastvid" and c.r == r and c.context_share == 0.4} \
+            == {True, False}
+    assert FASTVID_RATIOS == (0.5, 0.75, 0.9, 0.95)
