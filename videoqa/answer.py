@@ -19,6 +19,8 @@ class Stats:
     kept_visual_tokens: int
     prompt_tokens: int  # tokens the LLM's first layer sees
     new_tokens: int
+    max_new_tokens: int  # the cap this answer ran under: the one asked for, or the room left in the context
+    context_capped: bool  # the context's end, not the asked cap, set max_new_tokens
     t_sample: float  # decoding the video file into frames
     t_encode: float  # preprocessing + vision tower + projector (0 when cached)
     t_prefill: float
@@ -51,8 +53,11 @@ class Answer:
     @property
     def warnings(self) -> list[str]:
         """What the video file could not give (frames lost to damage, a single image): the clip's warnings.
-        The adaptive choice's own warnings are in `decision.warnings`."""
-        return list(self.clip.warnings)
+        The adaptive choice's own warnings are in `decision.warnings`. Also an answer cut by the context's end."""
+        s = self.stats
+        cut = [f"the answer stopped at the end of the model's context after {s.new_tokens} new tokens"
+               ] if s.context_capped and s.new_tokens >= s.max_new_tokens else []
+        return list(self.clip.warnings) + cut
 
     def to_dict(self) -> dict:
         return {
@@ -71,9 +76,10 @@ class Answer:
     def summary(self) -> str:
         s, k = self.stats, self.kept
         distinct = f" ({s.distinct_frames} distinct)" if s.distinct_frames < s.frames else ""
+        merged = f" ({len(k.merged_dropped())} dropped merged in)" if k.absorbed is not None else ""
         return (
             f"{k.method} K={k.layer} R={k.r:.2f} | frames {s.frames}{distinct} "
-            f"| visual tokens {k.n_visual} -> {k.n_kept} | FLOPs {100 * self.flops.ratio:.1f}% "
+            f"| visual tokens {k.n_visual} -> {k.n_kept}{merged} | FLOPs {100 * self.flops.ratio:.1f}% "
             f"| sample {s.t_sample:.2f}s encode {s.t_encode:.2f}s"
             f"{' (cached)' if s.encode_cached else ''} prefill {s.t_prefill:.2f}s generate {s.t_generate:.2f}s "
             f"| {s.new_tokens} tokens, {s.tokens_per_s:.1f} tok/s"

@@ -52,8 +52,9 @@ def add_prune_options(p: argparse.ArgumentParser, initial_only: bool = False) ->
     g.add_argument("--rank-by", default=None, choices=["last", "text"],
                    help="FastV ranking query: the last prompt token (official code; default) or all text tokens")
     g.add_argument("--seed", type=int, default=None, help="seed of random pruning (default: 0)")
-    g.add_argument("--keep-positions", action="store_true", default=None,
-                   help="vispruner/random: kept tokens keep their original RoPE positions (as FastV does)")
+    g.add_argument("--keep-positions", action=argparse.BooleanOptionalAction, default=None,
+                   help="pruning before the LLM: kept tokens keep their original RoPE positions, as FastV does "
+                        "(default: on for fastvid, as its official code; off for vispruner/random, as theirs)")
     p.set_defaults(prune_initial_only=initial_only)
 
 
@@ -99,11 +100,18 @@ def positive_int(text: str) -> int:
 PRUNE_FLAGS = {"k": "--k", "r": "--r", "rank_by": "--rank-by", "seed": "--seed", "keep_positions": "--keep-positions"}
 
 
+def _flag(field: str, value) -> str:
+    """How the user wrote an option: `--k 3`, `--keep-positions`, `--no-keep-positions`."""
+    if isinstance(value, bool):
+        return PRUNE_FLAGS[field] if value else "--no-" + PRUNE_FLAGS[field].removeprefix("--")
+    return f"{PRUNE_FLAGS[field]} {value}"
+
+
 def prune_from_args(args: argparse.Namespace) -> PruneConfig:
     given = {f: getattr(args, f) for f in PRUNE_FLAGS if getattr(args, f) is not None}
     ignored = [f for f in given if f not in FIELDS_USED[args.prune]]
     if ignored and not getattr(args, "prune_initial_only", False):
-        shown = " ".join(PRUNE_FLAGS[f] + ("" if given[f] is True else f" {given[f]}") for f in ignored)
+        shown = " ".join(_flag(f, given[f]) for f in ignored)
         users = [m for m in METHODS if set(ignored) <= set(FIELDS_USED[m])]
         hint = f"it applies to --prune {'/'.join(users)}" if users else "each applies to another method"
         raise InputError(f"{shown}: not used by --prune {args.prune} ({hint}); drop it or change the method")
