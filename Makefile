@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # installed yourself into $(VENV) (e.g. for your CUDA version) is kept if it imports with torchvision.
 TORCH ?= torch==2.14.1 torchvision==0.29.1
 
-.PHONY: setup demo test lint bench serve
+.PHONY: setup demo test test-lower lint bench serve gpu-check
 
 setup: $(VENV)/.installed
 
@@ -21,6 +21,14 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+# transformers 5.17, the oldest supported (see scripts/lower_bound_check.sh); CI runs it after `test`.
+test-lower: setup
+	scripts/lower_bound_check.sh
+
+# The accelerator check at Video-LLaVA-7B shapes (needs a CUDA GPU; report in artifacts/gpu_check or $$OUT).
+gpu-check:
+	scripts/gpu_check.sh
 
 lint: setup
 	$(VENV)/bin/ruff check videoqa ui tests samples

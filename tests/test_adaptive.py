@@ -81,7 +81,7 @@ def test_auto_r_keeps_a_long_clip_no_costlier_than_unpruned_eight_frames():
 
 def test_less_memory_higher_r():
     rs = []
-    for gb in (80, 8, 2, 1.5, 1.25):
+    for gb in (80, 8, 1.5, 1.25, 1.1):
         d = decide(180, DIMS, TEXT, int(gb * GiB), k=2)
         assert _fits(d)
         rs.append(d.r)
@@ -100,6 +100,26 @@ def test_memory_figures_match_an_independent_kv_count():
     assert d.memory["free_bytes"] == AMPLE
 
 
+def test_memory_need_is_the_largest_of_three_moments():
+    """The cache fills layer by layer: at layer K-1 only the first K layers hold (full-length) keys while the
+    activations are full-length; at the last layer the whole prompt's KV is there but activations cover only
+    the kept tokens; decoding adds the answer's KV. The need is the largest of the three, not their sum."""
+    per_token_layer = 2 * 32 * 128 * 2
+    act_per_token = (6 * 4096 + 3 * 11008) * 2
+    n_vis, kept, new = 15 * 257, 1203, 64
+    n, n_hat = TEXT + n_vis, TEXT + kept
+    moments = {"layer K-1": per_token_layer * 2 * n + act_per_token * n,
+               "last layer": per_token_layer * (2 * n + 30 * n_hat) + act_per_token * n_hat,
+               "decode": per_token_layer * (2 * n + 30 * n_hat + 32 * new)}
+    need = memory_need(DIMS, TEXT, n_vis, kept, 2, new)
+    assert need["need_bytes"] == max(moments.values())
+    assert need["peak_phase"] == max(moments, key=moments.get) == "last layer"
+    assert need["kv_bytes"] == moments["decode"]
+    # unpruned (K = all layers): the last layer's activations on top of the whole prompt's KV
+    full = memory_need(DIMS, TEXT, n_vis, n_vis, 32, new)
+    assert full["need_bytes"] == max(per_token_layer * 32 * n + act_per_token * n, per_token_layer * 32 * (n + new))
+
+
 def test_when_r_max_does_not_fit_fewer_frames_with_a_warning():
     d = decide(180, DIMS, TEXT, int(1.25 * GiB), k=2)
     assert d.frames < 15 and d.warnings and d.bound == "memory"
@@ -112,7 +132,7 @@ def test_when_r_max_does_not_fit_fewer_frames_with_a_warning():
 
 
 def test_k_is_used_for_memory():
-    low = int(1.5 * GiB)
+    low = int(1.25 * GiB)
     rs = [decide(5, DIMS, TEXT, low, k=k).r for k in (0, 2, 8)]
     assert rs[0] < rs[1] < rs[2]  # more unpruned layers leave less room for kept tokens
     assert decide(5, DIMS, TEXT, AMPLE, k=8).r == 0.5  # with ample memory k does not matter

@@ -29,6 +29,11 @@ def test_bench_command_prints_tables(capsys):
     assert "peak MB" in out and "15 frames with FastV auto R" in out
     rows15 = [line for line in out.splitlines() if line.startswith("| 15 |")]
     assert len(rows15) == 5  # none, fastv 0.5, and auto for fastv, vispruner, random
+    # decode: eager and static-cache steps, full cache vs FastV's (layers >= K hold 1028 of 2056 visual tokens)
+    decode = out.split("Decode, preset tiny")[1].splitlines()
+    assert "static ms/token" in decode[1] and "compiled" not in decode[1]
+    assert decode[3].startswith("| 8 | none | - | 0.00 | 2116 |")
+    assert decode[4].startswith("| 8 | fastv | 2 | 0.50 | 2116 / 1088 |")
 
 
 def test_bench_video_times_both_backends_on_the_given_clips(capsys):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -338,6 +339,7 @@ def test_stop_keeps_the_partial_answer_and_retry_asks_again(page, clips, held, t
 
 def test_full_queue_says_busy_and_keeps_the_question(page, clips, held, server):
     from gradio_client import Client, handle_file
+    from gradio_client.utils import Status
 
     upload(page, clips["walk"])
     held.hold()
@@ -348,6 +350,11 @@ def test_full_queue_says_busy_and_keeps_the_question(page, clips, held, server):
         others.append(c.submit(f"q{i}?", "fastv", 2, "0.5", 0, False, api_name="/ask"))
         if i == 0:
             assert held.paused.wait(timeout=60)  # the first is being answered: the next two wait
+    for job in others[1:]:  # submit() returns before the job has joined the queue: wait until both have
+        deadline = time.time() + 60
+        while job.status().code != Status.IN_QUEUE and time.time() < deadline:
+            time.sleep(0.1)
+        assert job.status().code == Status.IN_QUEUE
     ask(page, "Is anyone there?")
     expect(page.locator("#chat")).to_contain_text("The server is busy")
     expect(page.locator("#question textarea")).to_have_value("Is anyone there?")

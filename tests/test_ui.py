@@ -141,12 +141,14 @@ def test_two_questions_stream_heatmaps_and_reuse_the_encoding(client, tiny_qa, m
 
 def test_every_method_and_score_colours(client, tiny_qa, media):
     load(client, media["clip"])
-    for method, r in (("none", "auto"), ("random", "0.75"), ("vispruner", "0.75"), ("fastv", "0.25")):
+    for method, r in (("none", "auto"), ("random", "0.75"), ("vispruner", "0.75"), ("fastv", "0.25"),
+                      ("fastvid", "0.75")):
         _, (chat, gallery, stats) = ask(client, "How many shapes?", method=method, r=r, scores=True)
         assert chat[-1]["role"] == "assistant" and "⚠️" not in text_of(chat[-1]), text_of(chat[-1])
         assert len(gallery) == 8
         counts = [int(re.search(r"kept (\d+)/64", g["caption"]).group(1)) for g in gallery]
-        cls = sum(g["caption"].endswith(" · CLS") for g in gallery)
+        cls = sum(" · CLS" in g["caption"] for g in gallery)  # a merging method's caption goes on: " · merged N"
+        assert any(" · merged " in g["caption"] for g in gallery) == (method == "fastvid")
         n_kept = int(re.search(r"→ (\d+) kept", stats).group(1))
         assert sum(counts) + cls == n_kept
         expected = {
@@ -154,6 +156,7 @@ def test_every_method_and_score_colours(client, tiny_qa, media):
             "random": round(520 * 0.25),
             "vispruner": round(520 * 0.25),
             "fastv": round(520 * 0.75),
+            "fastvid": round(520 * 0.25),
         }[method]
         assert n_kept == expected, (method, stats)
 

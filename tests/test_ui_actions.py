@@ -129,3 +129,24 @@ def test_answer_warnings_are_shown_as_notices_and_exported(actions, tiny_qa, tmp
                          *notices]
     doc = json.loads(Path(actions.export(s)["value"]).read_text())
     assert [t["warnings"] for t in doc["turns"]] == [warnings, warnings]
+
+
+def test_fastvid_in_the_chat_keeps_positions_and_shades_merged_patches(actions, tiny_qa, clip):
+    assert "fastvid" in actions.methods  # offered by the method picker and compare mode
+    s = loaded(actions, clip)
+    enqueue(actions, s, "What colour is it?", method="fastvid", r="0.9")
+    outputs = list(actions.run(s))
+    # The server's default is fastv, where positions mean nothing: fastvid still gets its own rule.
+    direct = tiny_qa.ask(clip, "What colour is it?", prune=PruneConfig("fastvid", r=0.9))
+    assert direct.prune.keep_positions is True
+    assert shown(s)[1:] == ["What colour is it?", direct.text]
+    gallery = next(o[1]["value"] for o in reversed(outputs) if isinstance(o[1], dict) and o[1].get("value"))
+    merged = [len(m["merged"]) for m in direct.kept.frame_masks()]
+    assert sum(merged) > 0
+    assert [caption.endswith(f" · merged {n}") if n else "merged" not in caption
+            for (_, caption), n in zip(gallery, merged, strict=True)] == [True] * len(merged)
+    record = json.loads(Path(actions.export(s)["value"]).read_text())["turns"][0]
+    assert record["prune"]["keep_positions"] is True and record["kept"]["absorbed"]
+    stats = next(o[2] for o in reversed(outputs) if isinstance(o[2], str) and o[2])
+    n_merged = direct.kept.to_dict()["n_merged_dropped"]
+    assert f"{direct.kept.n_kept} kept (10.0%), {n_merged} more merged into them" in stats

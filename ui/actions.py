@@ -210,7 +210,7 @@ class ChatActions:
         """The pruning the controls ask for; options without a control keep the server's defaults."""
         default = self.qa.prune
         k = default.k if s.k is None else int(s.k)
-        return replace(default, method=s.method, k=k, r=parse_r(s.r)), int(s.frames or 0) or None
+        return replace(default.for_method(s.method), k=k, r=parse_r(s.r)), int(s.frames or 0) or None
 
     def refused(self, typed: str, session: ChatSession):
         """The server's queue was full: the waiting questions go back into the box (before anything typed

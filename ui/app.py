@@ -129,7 +129,7 @@ def _compare_tab(default_method: str) -> dict:
     ui["compare_status"] = gr.Markdown(label="Compare status", elem_id="compare-status")
     with gr.Row(equal_height=False, elem_id="compare"):
         for method in METHODS:
-            with gr.Column(min_width=200, elem_id=f"compare-{method}", elem_classes=["compare-method"]):
+            with gr.Column(min_width=140, elem_id=f"compare-{method}", elem_classes=["compare-method"]):
                 gr.Markdown(f"#### {method}" + (" (chat's default)" if method == default_method else ""))
                 ui["compare_answers"].append(gr.Textbox(label=f"{method}: answer", lines=2, interactive=False,
                                                         elem_classes=["compare-answer"]))

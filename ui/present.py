@@ -48,9 +48,10 @@ def format_stats(answer, follow_up: bool = False) -> str:
         r_line += f": {answer.decision.reason}"
     for warning in getattr(answer.decision, "warnings", None) or []:
         r_line += f" ⚠️ {warning}"
+    merged = f", {len(k.merged_dropped())} more merged into them" if k.absorbed is not None else ""
     rows = [
         ("frames", f"{s.frames} sampled ({s.t_sample:.3f} s to decode)"),
-        ("visual tokens", f"{k.n_visual} → {k.n_kept} kept ({share:.1f}%)"),
+        ("visual tokens", f"{k.n_visual} → {k.n_kept} kept ({share:.1f}%){merged}"),
         ("method", f"{k.method}, {where_pruned(k.layer)}"),
         ("R (dropped share)", r_line),
         ("FLOPs (prefill)", f"{fl.ratio:.3f}× of unpruned ({fl.n_tokens} → {fl.n_tokens_pruned} tokens)"),

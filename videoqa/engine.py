@@ -12,8 +12,9 @@ Batches are left-padded; each sample is ranked and pruned on its own.
 
 from __future__ import annotations
 
+import inspect
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -86,10 +87,19 @@ def _layer_mask(decoder, key_mask: Tensor, q_len: int, dtype: torch.dtype) -> Te
     return mask[:, None]
 
 
-def _run_layer(decoder, i: int, h: Tensor, mask, pos_emb, cache: DynamicCache) -> Tensor:
+def cache_keyword(decoder) -> str:
+    """The decoder layers' cache argument: `cache` from transformers 5.24, `past_key_values` before.
+
+    (5.24 still accepts `past_key_values`, but with a deprecation warning on every call.)"""
+    params = inspect.signature(type(decoder.layers[0]).forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _run_layer(decoder, i: int, h: Tensor, mask, pos_emb, cache: DynamicCache, cache_kw: str) -> Tensor:
     # RoPE comes in pos_emb. position_ids are not passed: FlashAttention-2 would read gaps in them (FastV's
     # kept positions) as packed sequences and check for that with a device sync in every layer.
-    out = decoder.layers[i](h, attention_mask=mask, position_embeddings=pos_emb, cache=cache, use_cache=True)
+    out = decoder.layers[i](h, attention_mask=mask, position_embeddings=pos_emb, use_cache=True,
+                            **{cache_kw: cache})
     return out[0] if isinstance(out, tuple) else out
 
 
@@ -121,6 +131,7 @@ def prefill(
     h = inputs_embeds
     pos_emb = decoder.rotary_emb(h, position_ids=position_ids)
     mask = _layer_mask(decoder, key_mask, n, h.dtype)
+    cache_kw = cache_keyword(decoder)
     offsets = [int(visual_mask[i].nonzero()[0]) if visual_mask[i].any() else -1 for i in range(b)]
     h_in = h  # input of the layer just run: layer K-1's, when ranking
     result = PrefillResult(
@@ -137,7 +148,7 @@ def prefill(
             pos_emb = decoder.rotary_emb(h, position_ids=position_ids)
             mask = _layer_mask(decoder, pruned_mask, h.shape[1], h.dtype)
         h_in = h
-        h = _run_layer(decoder, i, h, mask, pos_emb, cache)
+        h = _run_layer(decoder, i, h, mask, pos_emb, cache, cache_kw)
     result.logits = lm_head(decoder.norm(h[:, -1:]))[:, 0].float()
     return result
 
@@ -180,13 +191,14 @@ def decode_one_token(model, state: PrefillResult, token_embeds: Tensor) -> Tenso
     pruned = None if state.pruned_mask is None else _layer_mask(decoder, state.pruned_mask, 1, token_embeds.dtype)
     h = token_embeds
     k = state.k if state.k is not None else decoder.config.num_hidden_layers
+    cache_kw = cache_keyword(decoder)
     for i in range(decoder.config.num_hidden_layers):
-        h = _run_layer(decoder, i, h, full if i < k else pruned, pos_emb, state.cache)
+        h = _run_layer(decoder, i, h, full if i < k else pruned, pos_emb, state.cache, cache_kw)
     state.next_position = state.next_position + 1
     return lm_head(decoder.norm(h))[:, 0].float()
 
 
-def eos_ids(eos_token_id: int | list[int] | None) -> set[int]:
+def eos_ids(eos_token_id: int | Iterable[int] | None) -> set[int]:
     """A generation config's EOS id(s) as a set: Qwen2-style configs list several, and any of them ends."""
     if eos_token_id is None:
         return set()
@@ -194,7 +206,7 @@ def eos_ids(eos_token_id: int | list[int] | None) -> set[int]:
 
 
 def decode_n_tokens(model, state: PrefillResult, max_new_tokens: int,
-                    eos_token_id: int | list[int] | None) -> Iterator[Tensor]:
+                    eos_token_id: int | Iterable[int] | None) -> Iterator[Tensor]:
     """Greedy decoding. Yields the next token of every sample ([B]); stops when all samples hit an EOS id."""
     embed = model.get_input_embeddings()
     next_tokens = state.logits.argmax(-1)

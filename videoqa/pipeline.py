@@ -12,7 +12,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +20,7 @@ import torch
 from einops import rearrange
 from torch import Tensor
 
-from . import engine
+from . import engine, static_decode
 from .answer import Answer, Stats
 from .errors import InputError
 from .measure import Clock, PeakMemory, device_clock
@@ -47,6 +47,17 @@ class EncodedVideo:
     layout: VisualLayout
 
 
+@dataclass(frozen=True)
+class Selection:
+    """Visual tokens chosen before the LLM and the features it sees for them."""
+
+    kept: list[int] | None  # indices into the visual span, ascending; None: all (FastV, if any, prunes later)
+    visual: Tensor  # [n_kept, d_llm]: the kept tokens' features, or their merged features (FastVID)
+    scores: list[float] | None = None  # a score per visual token, for heatmaps
+    details: dict = field(default_factory=dict)
+    absorbed: list[list[int]] | None = None  # FastVID: per kept token, the tokens merged into it
+
+
 @dataclass
 class Request:
     """One question made ready for the LLM (internal to the pipeline; see prepare/generate)."""
@@ -60,9 +71,10 @@ class Request:
     cfg: PruneConfig
     r: float
     decision: object | None
-    kept: list[int] | None  # chosen before the LLM (vispruner, random); None: all, or FastV decides later
+    kept: list[int] | None  # chosen before the LLM (vispruner, random, fastvid); None: all, or FastV decides later
     scores: list[float] | None
     details: dict
+    absorbed: list[list[int]] | None
     max_new: int  # the asked cap, or less where the context ends first
     context_capped: bool
     t_start: float
@@ -104,7 +116,7 @@ class VideoQA:
     """
 
     def __init__(self, loaded: LoadedModel, prune: PruneConfig | None = None, frames: int | None = None,
-                 max_new_tokens: int = 64, prompt: str = "plain", *,
+                 max_new_tokens: int = 64, prompt: str = "plain", *, decode: str = "eager",
                  free_memory: Callable[[torch.device], int] | None = None, clock: Clock | None = None):
         engine.check_kernel(loaded.model)
         self.model = loaded.model
@@ -121,6 +133,8 @@ class VideoQA:
         self.prompt = prompt  # the template's name, recorded with every answer
         # The adaptive policy's constants; replace it to try others (the long-clip benchmark's sweep does).
         self.policy = AdaptivePolicy()
+        # "static": a preallocated KV cache; "compiled": that step under torch.compile (a CUDA graph on GPUs)
+        self.decoder = static_decode.decoder_for(self.model, decode)
         self.encode_count = 0  # vision-tower runs: follow-ups on a cached clip do not add to it
         self._encoded: OrderedDict[str, EncodedVideo] = OrderedDict()
         self._clips: OrderedDict[tuple, Clip] = OrderedDict()
@@ -133,8 +147,10 @@ class VideoQA:
     @classmethod
     def from_pretrained(cls, model: str = "demo", device: str | None = None, dtype: str | None = None,
                         attn_implementation: str = "sdpa", prune: PruneConfig | None = None,
-                        frames: int | None = None, max_new_tokens: int = 64, prompt: str = "plain") -> VideoQA:
-        return cls(load_model(model, device, dtype, attn_implementation), prune, frames, max_new_tokens, prompt)
+                        frames: int | None = None, max_new_tokens: int = 64, prompt: str = "plain",
+                        decode: str = "eager") -> VideoQA:
+        return cls(load_model(model, device, dtype, attn_implementation), prune, frames, max_new_tokens, prompt,
+                   decode=decode)
 
     @classmethod
     def from_spec(cls, spec: dict) -> VideoQA:
@@ -189,21 +205,33 @@ class VideoQA:
         _lru_put(self._encoded, key, enc)
         return enc, False
 
-    def select_before_llm(self, enc: EncodedVideo, cfg: PruneConfig, r: float) -> tuple[list[int], list | None, dict]:
-        """VisPruner / random: which visual tokens the LLM will see at all."""
+    def select_before_llm(self, enc: EncodedVideo, cfg: PruneConfig, r: float) -> Selection:
+        """VisPruner / random / FastVID: which visual tokens the LLM will see at all, and as what."""
         n_vis = enc.layout.n_tokens
         keep = keep_count(n_vis, r)
+        features = rearrange(enc.features, "frame token d -> (frame token) d")
+        if cfg.method == "fastvid":
+            from .pruning.fastvid import FastVIDParams, select_fastvid
+
+            # Density and merging on the LLM's input embeddings, segmentation on the tower's CLS features:
+            # the spaces the official code uses (projected tokens; the vision tower's pooled output).
+            sel = select_fastvid(enc.features, keep, enc.layout, enc.cls_attention, enc.vision_features[:, 0],
+                                 FastVIDParams(context_share=cfg.context_share))
+            return Selection(sel.kept, sel.merged, enc.cls_attention.flatten().float().tolist(), sel.details,
+                             sel.absorbed)
         if cfg.method == "random":
             from .pruning.random import select_random
 
-            return select_random(n_vis, keep, cfg.seed), None, {"seed": cfg.seed}
-        if cfg.method == "vispruner":
+            kept, scores, details = select_random(n_vis, keep, cfg.seed), None, {"seed": cfg.seed}
+        elif cfg.method == "vispruner":
             from .pruning.vispruner import select_vispruner
 
             kept, details = select_vispruner(enc.cls_attention.float(), enc.vision_features.float(), keep,
                                              cfg.important_ratio, enc.layout)
-            return kept, enc.cls_attention.flatten().float().tolist(), details
-        return list(range(n_vis)), None, {}
+            scores = enc.cls_attention.flatten().float().tolist()
+        else:
+            kept, scores, details = list(range(n_vis)), None, {}
+        return Selection(kept, features[torch.as_tensor(kept, device=features.device)], scores, details)
 
     def tokenize(self, question: str, history: list[tuple[str, str]] | None, n_visual: int) -> Tensor:
         """Prompt ids [1, n] with the video token expanded to `n_visual` slots; the question and history stay
@@ -269,28 +297,29 @@ class VideoQA:
         t0 = self.clock()
         enc, cached = self.encode(clip.frames)
         t_encode = 0.0 if cached else self.clock() - t0
-        kept_idx, scores, details = self.select_before_llm(enc, cfg, r) if cfg.layer == 0 else (None, None, {})
-        visual = rearrange(enc.features, "frame token d -> (frame token) d")
-        if kept_idx is not None:
-            visual = visual[torch.as_tensor(kept_idx, device=visual.device)]
+        if cfg.layer == 0:
+            sel = self.select_before_llm(enc, cfg, r)
+        else:
+            sel = Selection(None, rearrange(enc.features, "frame token d -> (frame token) d"))
+        visual = sel.visual
         ids = self.tokenize(question_text, history, len(visual))[0]
         hidden = enc.layout.n_tokens - len(visual) if cfg.keep_positions else 0  # positions the pruned ones hold
         room = self.dims.context - len(ids) - hidden
         return Request(question=question, clip=clip, enc=enc, encode_cached=cached, ids=ids, visual=visual,
-                       cfg=cfg, r=r, decision=decision, kept=kept_idx, scores=scores, details=details,
-                       max_new=min(max_new, room), context_capped=room < max_new, t_start=t_start,
-                       t_sample=t_sample, t_encode=t_encode)
+                       cfg=cfg, r=r, decision=decision, kept=sel.kept, scores=sel.scores, details=sel.details,
+                       absorbed=sel.absorbed, max_new=min(max_new, room), context_capped=room < max_new,
+                       t_start=t_start, t_sample=t_sample, t_encode=t_encode)
 
     def check_context(self, frames: int, n_text: int, cfg: PruneConfig, r: float, max_new: int) -> None:
         """Refuse a frame count whose prompt cannot fit the context window, before any frame is decoded.
 
         Visual tokens count in full except when pruned before the LLM: FastV's first K layers see them all,
-        and with keep_positions the kept ones keep positions up to the unpruned length."""
+        and with original positions (fastvid's default) the kept ones reach the unpruned length."""
         room = self.dims.context - n_text - max_new
 
         def visual(f: int) -> int:
             n = f * self.dims.tokens_per_frame
-            return keep_count(n, r) if cfg.layer == 0 and not cfg.keep_positions else n
+            return keep_count(n, r) if cfg.layer == 0 and not cfg.original_positions else n
 
         if visual(frames) <= room:
             return
@@ -341,7 +370,10 @@ class VideoQA:
         new_ids: list[list[int]] = [[] for _ in requests]
         texts = ["" for _ in requests]
         done = [False] * len(requests)
-        for tokens in engine.decode_n_tokens(self.model, state, max(req.max_new for req in requests), eos):
+        max_new = max(req.max_new for req in requests)
+        steps = (engine.decode_n_tokens(self.model, state, max_new, eos) if self.decoder is None
+                 else self.decoder.decode_n_tokens(state, max_new, eos))
+        for tokens in steps:
             for i, token in enumerate(tokens.tolist()):
                 if done[i]:
                     continue
@@ -395,7 +427,7 @@ class VideoQA:
                 kept_idx, scores = req.kept if req.kept is not None else list(range(n_vis)), req.scores
             kept = KeptTokens(method=req.cfg.method, layer=req.cfg.layer, n_visual=n_vis, kept=kept_idx,
                               layout=req.enc.layout, offset=state.visual_offsets[i] - (n - len(req.ids)), r=req.r,
-                              scores=scores, details=req.details)
+                              scores=scores, details=req.details, absorbed=req.absorbed)
             stats = Stats(
                 frames=len(req.clip.frames), distinct_frames=req.clip.distinct_frames, visual_tokens=n_vis,
                 kept_visual_tokens=len(kept_idx),
@@ -416,11 +448,11 @@ class VideoQA:
         return answers
 
     def positions(self, req: Request, vis_mask: Tensor) -> Tensor:
-        """RoPE positions of a prompt: contiguous, or, for tokens kept before the LLM with keep_positions,
-        the positions they would have had in the unpruned prompt."""
+        """RoPE positions of a prompt: contiguous, or, for tokens kept before the LLM with original positions
+        (`keep_positions`; fastvid's default), the positions they would have had in the unpruned prompt."""
         n = len(req.ids)
         pos = torch.arange(n, device=self.device)
-        if req.kept is None or not req.cfg.keep_positions or not bool(vis_mask.any()):
+        if req.kept is None or not req.cfg.original_positions or not bool(vis_mask.any()):
             return pos
         start = int(vis_mask.nonzero()[0])
         kept = torch.as_tensor(req.kept, device=self.device)

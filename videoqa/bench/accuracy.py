@@ -22,6 +22,7 @@ from ..eval.run import run_eval
 from ..pruning import PruneConfig
 
 RATIOS = (0.25, 0.5, 0.75, 0.9)
+FASTVID_RATIOS = (0.5, 0.75, 0.9, 0.95)
 METHODS = ("fastv", "vispruner", "random")
 
 
@@ -44,6 +45,13 @@ def configs(k: int) -> list[PruneConfig]:
         out.append(PruneConfig(method=method, k=k, r="auto"))
     for method in ("vispruner", "random"):  # the same selections, original RoPE positions kept
         out += [PruneConfig(method=method, r=r, keep_positions=True) for r in RATIOS]
+    # FastVID keeps original positions by default (its official code does); renumbered at every R for
+    # comparison, and once with the whole budget chosen by density (the demo tower's [CLS] attention carries
+    # little).
+    out += [PruneConfig(method="fastvid", r=r) for r in FASTVID_RATIOS]
+    out.append(PruneConfig(method="fastvid", r="auto"))
+    out += [PruneConfig(method="fastvid", r=r, keep_positions=False) for r in FASTVID_RATIOS]
+    out.append(PruneConfig(method="fastvid", r=0.9, context_share=1.0))
     return out
 
 
@@ -53,6 +61,15 @@ def exact_hits(root: Path, predictions_path: Path) -> dict[str, bool]:
     truth = {a["question_id"]: a["answer"] for a in json.loads((root / "test_a.json").read_text())}
     return {key: normalize(rec.get("answer") or "") == normalize(truth[key])
             for key, rec in latest_by_key(read_records(predictions_path)).items() if key in truth}
+
+
+def run_name(cfg: PruneConfig) -> str:
+    """The run folder of a validated configuration."""
+    name = cfg.method + (f"-k{cfg.k}" if cfg.method == "fastv" else "") + f"-r{cfg.r}"
+    name += "-pos" if cfg.keep_positions else ""
+    if cfg.method == "fastvid" and cfg.context_share != PruneConfig.context_share:
+        name += f"-d{cfg.context_share}"
+    return name
 
 
 def per_type_exact(root: Path, predictions_path: Path) -> dict[str, tuple[int, int]]:
@@ -81,13 +98,14 @@ def run_accuracy(model: str = "demo", runs_dir: str | Path = "runs/accuracy", cl
         def answer(video: str, question: str, cfg=cfg) -> dict:
             return summarize_answer(qa.ask(video, question, prune=cfg).to_dict())
 
-        name = cfg.method + (f"-k{cfg.k}" if cfg.method == "fastv" else "") + f"-r{cfg.r}"
-        name += "-pos" if cfg.keep_positions else ""
+        name = run_name(cfg)
         config = {"dataset": "demo-heldout", "model": model, "prune": asdict(cfg), "frames": None}
         result = run_eval(ds, runs / name, lambda todo, fn=answer: local_records(todo, fn), ExactJudge(), config,
                           progress=False)
         result["dataset"] = "demo-heldout"  # not MSVD: keeps the published MSVD points off this plot
         result["run"] = name
+        if name.endswith(f"-d{cfg.context_share}"):
+            result["method"] += f" d={cfg.context_share}"
         rows.append((result, per_type_exact(root, runs / name / "predictions.jsonl")))
     png = plot_accuracy_vs_flops([result for result, _ in rows], runs / "accuracy_vs_flops.png")
     return (f"Accuracy vs pruning: demo model, {len(ds.items)} held-out questions ({clips} clips), greedy "

@@ -128,7 +128,7 @@ def method_rows(setup: Setup, methods: list[tuple[str, float | str]], repeats: i
             inputs, plan = make_prompt(model, setup.frames), FastVPlan(k=k, r=r)
         else:  # before-LLM methods: the LLM simply sees `kept` visual tokens from layer 0
             inputs, plan = make_prompt(model, setup.frames, n_keep=kept), None
-        t_select = _selection_seconds(method, setup.frames, kept, setup.seed)
+        t_select = _selection_seconds(method, setup.frames, kept, setup.seed, dims.hidden, setup.device)
         engine.prefill(model, *inputs, plan)  # warm-up
         t, t_rank, state = time_prefill(model, inputs, plan, setup.device, repeats)
         t_dec = time_decode(model, state, decode_tokens, setup.device)
@@ -143,9 +143,24 @@ def method_rows(setup: Setup, methods: list[tuple[str, float | str]], repeats: i
     return rows
 
 
-def _selection_seconds(method: str, frames: int, kept: int, seed: int) -> float:
-    """Cost of choosing tokens before the LLM (VisPruner's similarity passes, random's draw)."""
+def _selection_seconds(method: str, frames: int, kept: int, seed: int, hidden: int = 4096,
+                       device: str = "cpu") -> float:
+    """Cost of choosing tokens before the LLM (VisPruner's similarity passes, random's draw, FastVID's
+    segmentation, density peaks and merging on the LLM-sized features it works on)."""
     n_vis = frames * TOKENS_PER_FRAME
+    if method == "fastvid":
+        from ..pruning.base import VisualLayout
+        from ..pruning.fastvid import select_fastvid
+
+        g = torch.Generator().manual_seed(seed)
+        attn = torch.rand(frames, TOKENS_PER_FRAME, generator=g).softmax(-1).to(device)
+        feats = torch.randn(frames, TOKENS_PER_FRAME, hidden, generator=g).to(device)
+        frame_feats = torch.randn(frames, 1024, generator=g).to(device)
+        _sync(device)
+        t0 = time.perf_counter()
+        select_fastvid(feats, kept, VisualLayout(frames, 16), attn, frame_feats)
+        _sync(device)
+        return time.perf_counter() - t0
     t0 = time.perf_counter()
     if method == "random":
         from ..pruning.random import select_random
@@ -186,7 +201,7 @@ def run_llm(setup: Setup, k: int = 2, repeats: int = 3, decode_tokens: int = 16,
     from .memory import measure_peaks
 
     setup = replace(setup, frames=8)
-    methods = [("none", 0.0), ("fastv", 0.5), ("vispruner", 0.5), ("random", 0.5)]
+    methods = [("none", 0.0), ("fastv", 0.5), ("vispruner", 0.5), ("random", 0.5), ("fastvid", 0.5)]
     rows = method_rows(setup, methods, repeats, decode_tokens, k=k)
     peaks = measure_peaks(setup, methods, k) if memory else None
     fastv = next(r for r in rows if r["method"] == "fastv")

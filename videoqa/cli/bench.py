@@ -27,6 +27,8 @@ def register(sub) -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--decode-tokens", type=int, default=16)
     p.add_argument("--no-memory", action="store_true", help="skip the per-method peak-memory processes")
+    p.add_argument("--compile", action="store_true",
+                   help="llm: also time the torch.compile'd decode step (compiling takes minutes on a small CPU)")
     p.add_argument("--out", help="also write the tables to this markdown file")
     g = p.add_argument_group("video suite")
     g.add_argument("--videos", nargs="+", metavar="FILE",
@@ -62,9 +64,11 @@ def suite_text(suite: str, args: argparse.Namespace) -> str:
     setup = Setup(preset=args.preset, device=args.device, dtype=args.dtype, attn=args.attn)
     k = 2 if args.k is None else args.k
     if suite == "llm":
+        from ..bench.decode import run_decode
         from ..bench.llm import run_llm
 
-        return run_llm(setup, k, args.repeats, args.decode_tokens, memory=not args.no_memory)
+        prefill = run_llm(setup, k, args.repeats, args.decode_tokens, memory=not args.no_memory)
+        return prefill + "\n\n" + run_decode(setup, args.decode_tokens, args.compile, k, args.repeats)
     if suite == "frames":
         from ..bench.llm import run_frames
 

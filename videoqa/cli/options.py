@@ -35,6 +35,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--prompt", default="plain", choices=["plain", "official"],
                    help="prompt template: plain = 'USER: <video>\\n{question} ASSISTANT:'; official = the same after "
                         "the llava_v1 system preamble, as Video-LLaVA's evaluation (default: plain; eval: official)")
+    g.add_argument("--compile", action="store_true",
+                   help="decode on a static KV cache with a torch.compile'd step (a CUDA graph on GPUs); the "
+                        "first answer pays the compilation")
 
 
 def add_prune_options(p: argparse.ArgumentParser, initial_only: bool = False) -> None:
@@ -49,8 +52,9 @@ def add_prune_options(p: argparse.ArgumentParser, initial_only: bool = False) ->
     g.add_argument("--rank-by", default=None, choices=["last", "text"],
                    help="FastV ranking query: the last prompt token (official code; default) or all text tokens")
     g.add_argument("--seed", type=int, default=None, help="seed of random pruning (default: 0)")
-    g.add_argument("--keep-positions", action="store_true", default=None,
-                   help="vispruner/random: kept tokens keep their original RoPE positions (as FastV does)")
+    g.add_argument("--keep-positions", action=argparse.BooleanOptionalAction, default=None,
+                   help="pruning before the LLM: kept tokens keep their original RoPE positions, as FastV does "
+                        "(default: on for fastvid, as its official code; off for vispruner/random, as theirs)")
     g.add_argument("--frame-floor", type=float, default=None, metavar="SHARE",
                    help="FastV: spread this share of the kept tokens evenly over the frames, the rest by score "
                         "(default: 0, FastV's global top-k)")
@@ -100,11 +104,18 @@ PRUNE_FLAGS = {"k": "--k", "r": "--r", "rank_by": "--rank-by", "seed": "--seed",
                "frame_floor": "--frame-floor"}
 
 
+def _flag(field: str, value) -> str:
+    """How the user wrote an option: `--k 3`, `--keep-positions`, `--no-keep-positions`."""
+    if isinstance(value, bool):
+        return PRUNE_FLAGS[field] if value else "--no-" + PRUNE_FLAGS[field].removeprefix("--")
+    return f"{PRUNE_FLAGS[field]} {value}"
+
+
 def prune_from_args(args: argparse.Namespace) -> PruneConfig:
     given = {f: getattr(args, f) for f in PRUNE_FLAGS if getattr(args, f) is not None}
     ignored = [f for f in given if f not in FIELDS_USED[args.prune]]
     if ignored and not getattr(args, "prune_initial_only", False):
-        shown = " ".join(PRUNE_FLAGS[f] + ("" if given[f] is True else f" {given[f]}") for f in ignored)
+        shown = " ".join(_flag(f, given[f]) for f in ignored)
         users = [m for m in METHODS if set(ignored) <= set(FIELDS_USED[m])]
         hint = f"it applies to --prune {'/'.join(users)}" if users else "each applies to another method"
         raise InputError(f"{shown}: not used by --prune {args.prune} ({hint}); drop it or change the method")
@@ -122,6 +133,7 @@ def model_spec_from_args(args: argparse.Namespace) -> dict:
         "frames": args.frames,
         "max_new_tokens": args.max_new_tokens,
         "prompt": args.prompt,
+        "decode": "compiled" if args.compile else "eager",
     }
 
 

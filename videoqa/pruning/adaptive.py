@@ -106,26 +106,42 @@ def frames_for_duration(
 
 
 def memory_need(dims: ModelDims, n_text: int, n_visual: int, n_kept: int, k: int, new_tokens: int) -> dict:
-    """Bytes needed beyond the weights: the KV cache and an estimate of the prefill activations.
+    """Bytes needed beyond the weights: the peak of KV cache + live activations while one prompt is prefilled
+    and `new_tokens` tokens are decoded.
 
     KV: 2 (k and v) · kv_heads · head_dim · dtype bytes per token per layer, for the full sequence in
     layers < K and for the kept one in layers >= K (k=0: pruned before the LLM), answer tokens included.
-    Activations: the widest layer's live tensors, about 6·d (residual, norm, q/k/v, attention output)
-    plus 3·m (gate, up, product) per token with SDPA/FlashAttention (no n×n matrix).
+    Activations of a layer over n tokens: about 6·d (residual, norm, q/k/v, attention output) plus 3·m
+    (gate, up, product) per token with SDPA/FlashAttention (no n×n matrix).
+    The cache grows layer by layer, so the peak is the largest of three moments: layer K-1 (the KV of the
+    first K layers, full-length activations), the last layer (the whole prompt's KV, activations of the kept
+    tokens) and the end of decoding (the whole KV, answer included; a token's activations are negligible).
+    Adding the whole KV to full-length activations instead overstates FastV's need by up to ~40%.
     """
     per_token_layer = 2 * dims.n_kv_heads * dims.head_dim * dims.dtype_bytes
     k = min(max(k, 0), dims.n_layers)
-    n_full = n_text + n_visual + new_tokens
-    n_pruned = n_text + n_kept + new_tokens
-    kv = per_token_layer * (k * n_full + (dims.n_layers - k) * n_pruned)
-    widest = n_text + (n_visual if k > 0 else n_kept)
-    activations = widest * (6 * dims.hidden + 3 * dims.ffn) * dims.dtype_bytes
+    n_full = n_text + n_visual
+    n_pruned = n_text + n_kept
+    kv_front = per_token_layer * k * n_full  # layers < K after the prompt
+    kv_prompt = kv_front + per_token_layer * (dims.n_layers - k) * n_pruned
+    kv = kv_prompt + per_token_layer * dims.n_layers * new_tokens
+
+    def activations(n: int) -> int:
+        return n * (6 * dims.hidden + 3 * dims.ffn) * dims.dtype_bytes
+
+    moments = {"decode": kv}
+    if k > 0:
+        moments["layer K-1"] = kv_front + activations(n_full)
+    if k < dims.n_layers:
+        moments["last layer"] = kv_prompt + activations(n_pruned)
+    phase = max(moments, key=moments.get)
     return {
         "kv_bytes_per_token": per_token_layer * dims.n_layers,
-        "kv_bytes_full": per_token_layer * dims.n_layers * n_full,
+        "kv_bytes_full": per_token_layer * dims.n_layers * (n_full + new_tokens),
         "kv_bytes": kv,
-        "activation_bytes": activations,
-        "need_bytes": kv + activations,
+        "activation_bytes": activations(n_full if k > 0 else n_pruned),  # the widest layer's
+        "need_bytes": moments[phase],
+        "peak_phase": phase,
     }
 
 
@@ -137,14 +153,18 @@ def _max_kept_for_memory(dims: ModelDims, text_tokens: int, n_visual: int, k: in
                          policy: AdaptivePolicy) -> int:
     """The most visual tokens that can be kept within `usable` bytes (-1: not even zero fits).
 
-    The need is affine in the kept count, so two evaluations give it exactly."""
-    a = memory_need(dims, text_tokens, n_visual, 0, k, policy.new_tokens)["need_bytes"]
-    b = memory_need(dims, text_tokens, n_visual, 1, k, policy.new_tokens)["need_bytes"] - a
-    if a > usable:
+    The need never decreases as more tokens are kept, so a bisection finds the largest count that fits."""
+
+    def fits(kept: int) -> bool:
+        return memory_need(dims, text_tokens, n_visual, kept, k, policy.new_tokens)["need_bytes"] <= usable
+
+    if not fits(0):
         return -1
-    if b == 0:  # k >= n_layers: pruning saves no cache
-        return n_visual
-    return min(n_visual, (usable - a) // b)
+    lo, hi = 0, n_visual  # fits(lo) holds; find the largest such count
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
 
 
 def decide(

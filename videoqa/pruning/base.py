@@ -6,13 +6,14 @@ from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import InputError
 
-METHODS = ("none", "fastv", "vispruner", "random")
+METHODS = ("none", "fastv", "vispruner", "random", "fastvid")
 # The PruneConfig fields each method reads; the others do not change its answers.
 FIELDS_USED = {
     "none": (),
     "fastv": ("k", "r", "rank_by", "frame_floor"),
     "vispruner": ("r", "important_ratio", "keep_positions"),
     "random": ("r", "seed", "keep_positions"),
+    "fastvid": ("r", "context_share", "keep_positions"),
 }
 
 
@@ -61,7 +62,7 @@ class PruneConfig:
     `r` is the fraction of visual tokens to drop, or "auto" (adaptive policy).
 
     `k` is the LLM layer at which FastV prunes (layers >= k see only kept tokens); methods that prune
-    before the LLM (vispruner, random) ignore it. `rank_by` selects FastV's ranking query: "last" (the
+    before the LLM (vispruner, random, fastvid) ignore it. `rank_by` selects FastV's ranking query: "last" (the
     last prompt token, as the official code) or "text" (mean over text tokens after the visual span).
     """
 
@@ -71,9 +72,11 @@ class PruneConfig:
     rank_by: str = "last"
     seed: int = 0
     important_ratio: float = 0.5  # VisPruner: share of the budget given to [CLS]-important tokens
-    # Before-LLM methods: give each kept token its original RoPE position (gaps, as FastV does) instead
-    # of the contiguous positions of the official VisPruner code.
-    keep_positions: bool = False
+    context_share: float = 0.4  # FastVID: share of each segment's budget chosen by density (the rest by attention)
+    # Before-LLM methods: give each kept token its original RoPE position (gaps, as FastV and the official
+    # FastVID code do) instead of contiguous positions (the official VisPruner code). None: the method's
+    # own rule, original positions for fastvid only; `validate` resolves it.
+    keep_positions: bool | None = None
     # FastV: this share of the kept tokens is spread evenly over the frames (each frame's best) before the
     # rest go to the best scores anywhere; 0 = FastV's plain global top-k.
     frame_floor: float = 0.0
@@ -100,7 +103,22 @@ class PruneConfig:
             raise InputError(f"the frame floor is part of FastV's ranking; {self.method} does not use it")
         if not 0.0 <= self.important_ratio <= 1.0:
             raise InputError(f"important_ratio must be in [0, 1], got {self.important_ratio}")
-        return replace(self, r=r)
+        if not 0.0 <= self.context_share <= 1.0:
+            raise InputError(f"context_share must be in [0, 1], got {self.context_share}")
+        return replace(self, r=r, keep_positions=self.original_positions)
+
+    def for_method(self, method: str) -> PruneConfig:
+        """This configuration with another method (e.g. picked in the web chat). `keep_positions` carries over
+        only where it was chosen against this method's own rule; otherwise the new method's own rule applies
+        (a validated fastv default says False, which must not renumber a fastvid picked later)."""
+        chosen = self.keep_positions is not None and self.keep_positions != replace(
+            self, keep_positions=None).original_positions
+        return replace(self, method=method, keep_positions=self.keep_positions if chosen else None)
+
+    @property
+    def original_positions(self) -> bool:
+        """Whether tokens kept before the LLM keep their unpruned RoPE positions."""
+        return self.method == "fastvid" if self.keep_positions is None else bool(self.keep_positions)
 
     @property
     def layer(self) -> int | None:
@@ -157,6 +175,8 @@ class KeptTokens:
 
     `offset` is where the visual span starts in the prompt, so `offset + i` is the sequence index.
     `scores` (optional) is the ranking score of every visual token, for heatmaps.
+    `absorbed` (methods that merge, i.e. FastVID) lists, per kept token in `kept` order, the visual tokens
+    averaged into it; a dropped token may be merged into several kept ones, and a kept one into another.
     """
 
     method: str
@@ -168,10 +188,16 @@ class KeptTokens:
     r: float = 0.0
     scores: list[float] | None = None
     details: dict = field(default_factory=dict)
+    absorbed: list[list[int]] | None = None
 
     @property
     def n_kept(self) -> int:
         return len(self.kept)
+
+    def merged_dropped(self) -> list[int]:
+        """Sorted dropped tokens whose features live on, merged into a kept token."""
+        kept = set(self.kept)
+        return sorted({i for group in self.absorbed or [] for i in group} - kept)
 
     def per_frame(self) -> list[int]:
         """Kept count per frame (CLS included)."""
@@ -181,14 +207,19 @@ class KeptTokens:
         return counts
 
     def frame_masks(self) -> list[dict]:
-        """Per frame: the kept (row, col) patches and whether the CLS token was kept."""
-        frames = [{"cls_kept": False, "patches": []} for _ in range(self.layout.n_frames)]
+        """Per frame: the kept (row, col) patches, whether the CLS token was kept, and the dropped patches
+        merged into a kept token ("merged", empty for methods that do not merge)."""
+        frames = [{"cls_kept": False, "patches": [], "merged": []} for _ in range(self.layout.n_frames)]
         for i in self.kept:
             f, row, col = self.layout.locate(i)
             if row < 0:
                 frames[f]["cls_kept"] = True
             else:
                 frames[f]["patches"].append((row, col))
+        for i in self.merged_dropped():
+            f, row, col = self.layout.locate(i)
+            if row >= 0:
+                frames[f]["merged"].append((row, col))
         return frames
 
     def to_dict(self, with_indices: bool = True) -> dict:
@@ -203,6 +234,10 @@ class KeptTokens:
             "layout": asdict(self.layout),
             "details": self.details,
         }
+        if self.absorbed is not None:
+            d["n_merged_dropped"] = len(self.merged_dropped())
         if with_indices:
             d["kept"] = list(self.kept)
+            if self.absorbed is not None:  # only the kept tokens that absorbed something
+                d["absorbed"] = {str(i): group for i, group in zip(self.kept, self.absorbed, strict=True) if group}
         return d

@@ -1,0 +1,120 @@
+"""Decode time per token: the engine's eager loop vs the static-cache step, plain and `torch.compile`d.
+
+Each mode decodes from its own prefill of the same prompt (FastV or not), after a few warm-up steps (which, for
+the compiled step, include the compilation and, on CUDA, the graph capture: reported separately). Timings are
+synchronised on CUDA.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .. import engine
+from ..pruning.fastv import FastVPlan
+from ..static_decode import StaticDecoder, StaticKVCache
+from .llm import TOKENS_PER_FRAME, Setup, build_lm, make_prompt
+
+WARMUP = 3
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@torch.inference_mode()
+def time_mode(model, state: engine.PrefillResult, mode: str, n_tokens: int,
+              decoder: StaticDecoder | None = None) -> tuple[float, float]:
+    """(seconds per token over `n_tokens` steps, seconds of the warm-up steps) for one decode mode."""
+    device = state.logits.device
+    tokens = state.logits.argmax(-1)
+    if mode == "eager":
+        embeds = model.get_input_embeddings()(tokens[:, None])
+
+        def run_step(_i: int) -> None:
+            engine.decode_one_token(model, state, embeds)
+    else:
+        n_layers = len(state.cache.layers)
+        cache = StaticKVCache.from_prefill(state, n_layers, WARMUP + n_tokens)
+        step = torch.zeros(1, dtype=torch.long, device=device)
+
+        def run_step(_i: int) -> None:
+            decoder.step(cache, tokens, step)
+            step.add_(1)
+    _sync(device)
+    t0 = time.perf_counter()
+    for i in range(WARMUP):
+        run_step(i)
+    _sync(device)
+    t_warm = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for i in range(n_tokens):
+        run_step(i)
+    _sync(device)
+    return (time.perf_counter() - t0) / n_tokens, t_warm
+
+
+def decode_rows(setup: Setup, plans: list[tuple[str, float]], n_tokens: int, compile: bool, k: int = 2,
+                repeats: int = 2, model=None, inputs=None, decoders: dict | None = None) -> list[dict]:
+    """ms/token of each decode mode (best of `repeats`, modes interleaved), for each (method, R) in `plans`
+    ("none" or "fastv"). The warm-up column is the first run's (the compilation, for the compiled step).
+
+    By default a random-weight decoder of `setup`'s preset and its synthetic prompt; `model` and `inputs`
+    (embeds, attention mask, visual mask) replace them, `decoders` reuses StaticDecoders (and their compiled
+    graphs) across calls."""
+    model = model if model is not None else build_lm(setup)
+    modes = ["eager", "static"] + (["compiled"] if compile else [])
+    if decoders is None:
+        decoders = {}
+    decoders.setdefault("static", StaticDecoder(model))
+    if compile:
+        decoders.setdefault("compiled", StaticDecoder(model, compile=True))
+    inputs = inputs if inputs is not None else make_prompt(model, setup.frames)
+    rows = []
+    for method, r in plans:
+        plan = FastVPlan(k=k, r=r) if method == "fastv" else None
+        row = dict(frames=setup.frames, method=method, k=k if plan else None, r=r if plan else 0.0)
+        for _ in range(repeats):
+            for mode in modes:
+                state = engine.prefill(model, *inputs, plan)
+                row["cache_tokens"] = _cache_tokens(state)
+                per_token, warm = time_mode(model, state, mode, n_tokens, decoders.get(mode))
+                row[f"{mode}_ms"] = min(row.get(f"{mode}_ms", float("inf")), 1000 * per_token)
+                row.setdefault(f"{mode}_warmup_s", warm)
+        rows.append(row)
+    return rows
+
+
+def _cache_tokens(state: engine.PrefillResult) -> str:
+    lengths = [layer.keys.shape[2] for layer in state.cache.layers]
+    first, last = lengths[0], lengths[-1]
+    return str(first) if first == last else f"{first} / {last}"
+
+
+def format_decode_table(rows: list[dict]) -> str:
+    compiled = "compiled_ms" in rows[0]
+    head = ("| frames | method | K | R | KV tokens (layers < K / >= K) | eager ms/token | static ms/token "
+            "| static/eager |")
+    if compiled:
+        head += " compiled ms/token | compiled/eager | compile + capture s |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        line = (f"| {r['frames']} | {r['method']} | {'-' if r['k'] is None else r['k']} | {r['r']:.2f} "
+                f"| {r['cache_tokens']} | {r['eager_ms']:.2f} | {r['static_ms']:.2f} "
+                f"| {r['static_ms'] / r['eager_ms']:.2f} |")
+        if compiled:
+            line += (f" {r['compiled_ms']:.2f} | {r['compiled_ms'] / r['eager_ms']:.2f} "
+                     f"| {r['compiled_warmup_s']:.1f} |")
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def run_decode(setup: Setup, n_tokens: int, compile: bool, k: int = 2, repeats: int = 2) -> str:
+    """The decode table for none and FastV R=0.5 at `setup.frames` frames."""
+    rows = decode_rows(setup, [("none", 0.0), ("fastv", 0.5)], n_tokens, compile, k, repeats)
+    n_vis = setup.frames * TOKENS_PER_FRAME
+    return (f"Decode, preset {setup.preset} ({setup.dtype}, {setup.device}, {setup.attn}), {setup.frames} frames "
+            f"({n_vis} visual tokens), {n_tokens} tokens after {WARMUP} warm-up steps, best of {repeats}:\n"
+            f"{format_decode_table(rows)}")
