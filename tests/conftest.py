@@ -13,16 +13,6 @@ torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_CLIPS = sorted((REPO / "samples" / "clips").glob("*.mp4"))
-# Real-world clips some checkouts have next to the repository. They only add test cases: every test also
-# runs on clips generated here or shipped in samples/.
-SHARED_MEDIA = REPO.parent / "shared" / "media"
-
-
-def shared_media(*names: str) -> list[Path]:
-    """The named files of ../shared/media that exist (none on a plain clone)."""
-    return [SHARED_MEDIA / n for n in names if (SHARED_MEDIA / n).is_file()]
-
-
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A random-weight Llama-based Video-LLaVA (8 frames x 65 visual tokens), saved with save_pretrained."""

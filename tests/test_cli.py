@@ -11,13 +11,11 @@ import sys
 import pytest
 import torch
 from clipgen import write_audio_only, write_clip, write_empty, write_text
-from conftest import SAMPLE_CLIPS, shared_media
+from conftest import SAMPLE_CLIPS
 from safetensors.torch import load_file, save_file
 from transformers.utils import logging as hf_logging
 
 from videoqa.cli import main
-
-CLIPS = [*SAMPLE_CLIPS, *shared_media("sample_demo_3.mp4", "sample_demo_9.mp4", "videocli.gif")]
 
 
 def ask(capsys, *argv):
@@ -31,7 +29,7 @@ def gif(tmp_path_factory):
     return write_clip(tmp_path_factory.mktemp("gif") / "moving.gif", n_frames=12, fmt="gif")
 
 
-@pytest.mark.parametrize("clip", CLIPS, ids=lambda p: p.name)
+@pytest.mark.parametrize("clip", SAMPLE_CLIPS, ids=lambda p: p.name)
 def test_ask_answers_on_every_clip(capsys, tiny_model_dir, clip):
     code, out, err = ask(capsys, str(clip), "What is happening?", "--model", str(tiny_model_dir),
                          "--max-new-tokens", "4")
