@@ -53,22 +53,27 @@ CASES = [(plan, batch) for plan in (None, FastVPlan(k=2, r=0.5)) for batch in (1
 IDS = [f"{'fastv' if p else 'none'}-batch{b}" for p, b in CASES]
 
 
-@torch.no_grad()
-@pytest.mark.parametrize("plan,batch", CASES, ids=IDS)
-def test_static_steps_equal_eager_steps(model, plan, batch):
-    inputs = prompt(model, 1, N) if batch == 1 else batch_of_two(model)
+def assert_static_steps_equal_eager_steps(model, inputs, plan, steps: int) -> None:
+    """Step by step from the same prefill: the static decoder's logits and tokens equal the eager loop's."""
     eager = engine.prefill(model, *inputs, plan)
-    static = engine.prefill(model, *inputs, plan)
-    cache = StaticKVCache.from_prefill(static, model.config.text_config.num_hidden_layers, 8)
+    cache = StaticKVCache.from_prefill(engine.prefill(model, *inputs, plan),
+                                       model.config.text_config.num_hidden_layers, 8)
     decoder = StaticDecoder(model)
     tokens = eager.logits.argmax(-1)
     embed = model.get_input_embeddings()
-    for step in range(6):
+    for step in range(steps):
         ref = engine.decode_one_token(model, eager, embed(tokens[:, None]))
         logits, nxt = decoder.step(cache, tokens, torch.tensor([step]))
         assert torch.allclose(logits, ref, atol=1e-5), (logits - ref).abs().max()
         assert nxt.tolist() == ref.argmax(-1).tolist()
         tokens = nxt
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("plan,batch", CASES, ids=IDS)
+def test_static_steps_equal_eager_steps(model, plan, batch):
+    inputs = prompt(model, 1, N) if batch == 1 else batch_of_two(model)
+    assert_static_steps_equal_eager_steps(model, inputs, plan, steps=6)
 
 
 @torch.no_grad()
@@ -88,19 +93,7 @@ def test_static_decode_gives_the_eager_tokens(model, plan, batch):
 @torch.no_grad()
 @pytest.mark.parametrize("plan", [None, FastVPlan(k=2, r=0.5)], ids=["none", "fastv"])
 def test_static_steps_equal_eager_steps_with_eager_attention(eager_model, plan):
-    inputs = batch_of_two(eager_model)
-    eager = engine.prefill(eager_model, *inputs, plan)
-    static = engine.prefill(eager_model, *inputs, plan)
-    cache = StaticKVCache.from_prefill(static, eager_model.config.text_config.num_hidden_layers, 8)
-    decoder = StaticDecoder(eager_model)
-    tokens = eager.logits.argmax(-1)
-    embed = eager_model.get_input_embeddings()
-    for step in range(5):
-        ref = engine.decode_one_token(eager_model, eager, embed(tokens[:, None]))
-        logits, nxt = decoder.step(cache, tokens, torch.tensor([step]))
-        assert torch.allclose(logits, ref, atol=1e-5), (logits - ref).abs().max()
-        assert nxt.tolist() == ref.argmax(-1).tolist()
-        tokens = nxt
+    assert_static_steps_equal_eager_steps(eager_model, batch_of_two(eager_model), plan, steps=5)
 
 
 @torch.no_grad()
