@@ -57,7 +57,9 @@ def _shutdown(sock: socket.socket) -> None:
         pass
 
 
-class _WatchedHTTP(http.client.HTTPConnection):
+class _Watched:
+    """A connection whose socket (TLS-wrapped for HTTPS) the deadline can shut."""
+
     def __init__(self, *args, deadline: _Deadline, **kwargs):
         super().__init__(*args, **kwargs)
         self._deadline = deadline
@@ -67,14 +69,12 @@ class _WatchedHTTP(http.client.HTTPConnection):
         self._deadline.watch(self.sock)
 
 
-class _WatchedHTTPS(http.client.HTTPSConnection):
-    def __init__(self, *args, deadline: _Deadline, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._deadline = deadline
+class _WatchedHTTP(_Watched, http.client.HTTPConnection):
+    pass
 
-    def connect(self):
-        super().connect()
-        self._deadline.watch(self.sock)
+
+class _WatchedHTTPS(_Watched, http.client.HTTPSConnection):
+    pass
 
 
 class _HTTPHandler(urllib.request.HTTPHandler):
