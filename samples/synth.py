@@ -217,18 +217,27 @@ def make_split(split: str, n: int, seed: int = 0) -> list[Scene]:
 def write_eval_split(out: str | Path, scenes: list[Scene], seed: int = 0) -> tuple[Path, int]:
     """Write videos/ + test_q.json + test_a.json (Video-LLaVA/MSVD layout); returns (dir, n questions)."""
     out = Path(out)
-    qs, ans = [], []
+    per_clip = []
     for scene in scenes:
         write_mp4(render(scene), out / "videos" / f"{scene.name}.mp4")
         rng = np.random.default_rng([seed, 99, int(scene.name.split("_")[-1])])
-        for j, (q, a, qtype) in enumerate(questions(scene, rng)):
-            qid = f"{scene.name}_{j}"
-            qs.append({"video_name": scene.name, "question": q, "question_id": qid})
+        per_clip.append((scene.name, questions(scene, rng)))
+    return out, write_qa_files(out, per_clip, [asdict(s) for s in scenes])
+
+
+def write_qa_files(out: Path, per_clip: list[tuple[str, list[tuple[str, str, str]]]], scenes_meta: list[dict]) -> int:
+    """test_q.json + test_a.json (the MSVD layout, answers with their type) + scenes.json, from each clip's name and
+    (question, answer, type) list; returns the number of questions."""
+    qs, ans = [], []
+    for name, items in per_clip:
+        for j, (q, a, qtype) in enumerate(items):
+            qid = f"{name}_{j}"
+            qs.append({"video_name": name, "question": q, "question_id": qid})
             ans.append({"answer": a, "type": qtype, "question_id": qid})
     (out / "test_q.json").write_text(json.dumps(qs, indent=1))
     (out / "test_a.json").write_text(json.dumps(ans, indent=1))
-    (out / "scenes.json").write_text(json.dumps([asdict(s) for s in scenes], indent=1))
-    return out, len(qs)
+    (out / "scenes.json").write_text(json.dumps(scenes_meta, indent=1))
+    return len(qs)
 
 
 def test_scenes(n: int, seed: int = 0, train_n: int = 20000) -> list[Scene]:

@@ -273,17 +273,11 @@ def question_rng(scene: LongScene, seed: int) -> np.random.Generator:
 def write_eval_split(out: str | Path, scenes: list[LongScene], seed: int = 0) -> tuple[Path, int]:
     """videos/ + test_q.json + test_a.json (with type) + scenes.json (metadata); returns (dir, n questions)."""
     out = Path(out)
-    qs, ans = [], []
+    per_clip = []
     for scene in scenes:
         synth.write_mp4(render(scene), out / "videos" / f"{scene.name}.mp4", fps=scene.fps)
-        for j, (q, a, qtype) in enumerate(questions(scene, question_rng(scene, seed))):
-            qid = f"{scene.name}_{j}"
-            qs.append({"video_name": scene.name, "question": q, "question_id": qid})
-            ans.append({"answer": a, "type": qtype, "question_id": qid})
-    (out / "test_q.json").write_text(json.dumps(qs, indent=1))
-    (out / "test_a.json").write_text(json.dumps(ans, indent=1))
-    (out / "scenes.json").write_text(json.dumps([metadata(s) for s in scenes], indent=1))
-    return out, len(qs)
+        per_clip.append((scene.name, questions(scene, question_rng(scene, seed))))
+    return out, synth.write_qa_files(out, per_clip, [metadata(s) for s in scenes])
 
 
 def write_samples(out: str | Path, indices: list[int], seed: int = 0) -> Path:
