@@ -339,19 +339,22 @@ def test_a_stream_may_be_advanced_from_different_threads(tiny_qa, clip_path):
     assert qa.ask(clip_path, "What is it?", prune=PruneConfig(method="none")).text == rest[-1].text  # released
 
 
-def test_answer_cap_larger_than_the_context_is_capped_by_it(tiny_qa, clip_path):
+@pytest.mark.parametrize("cfg", [PruneConfig(method="none"), PruneConfig(method="fastvid", r=0.5)],
+                         ids=["none", "fastvid-original-positions"])
+def test_answer_cap_larger_than_the_context_is_capped_by_it(tiny_qa, clip_path, cfg):
     """The official protocol asks for 1024 new tokens; a model whose context cannot hold that many after
-    the prompt still answers, decoding at most to the context's end, and says what cap it ran under."""
-    short = tiny_qa.ask(clip_path, "What is it?", prune=PruneConfig(method="none"), max_new_tokens=3)
+    the prompt still answers, decoding at most to the context's end, and says what cap it ran under. Tokens
+    pruned before the LLM with their original positions still use up positions."""
+    short = tiny_qa.ask(clip_path, "What is it?", prune=cfg, max_new_tokens=3)
     assert (short.stats.max_new_tokens, short.stats.context_capped) == (3, False)
     # As many frames as leave the usual answer room (64 tokens), so the context ends soon after it.
     n_text, context = tiny_qa.text_tokens("What is it?"), tiny_qa.dims.context
     frames = (context - n_text - 64) // tiny_qa.dims.tokens_per_frame
-    answer = tiny_qa.ask(clip_path, "What is it?", prune=PruneConfig(method="none"), max_new_tokens=10**6,
-                         frames=frames)
-    assert answer.stats.frames == frames  # the huge cap did not cost frames
-    assert answer.stats.context_capped
-    assert answer.stats.max_new_tokens == context - answer.stats.prompt_tokens
+    answer = tiny_qa.ask(clip_path, "What is it?", prune=cfg, max_new_tokens=10**6, frames=frames)
+    s = answer.stats
+    assert s.frames == frames  # the huge cap did not cost frames
+    assert s.context_capped
+    assert s.max_new_tokens == context - s.prompt_tokens - (s.visual_tokens - s.kept_visual_tokens)
     assert answer.stats.new_tokens <= answer.stats.max_new_tokens
     at_end = answer.stats.new_tokens == answer.stats.max_new_tokens
     assert at_end == any("end of the model's context" in w for w in answer.warnings)

@@ -303,7 +303,7 @@ class VideoQA:
             sel = Selection(None, rearrange(enc.features, "frame token d -> (frame token) d"))
         visual = sel.visual
         ids = self.tokenize(question_text, history, len(visual))[0]
-        hidden = enc.layout.n_tokens - len(visual) if cfg.keep_positions else 0  # positions the pruned ones hold
+        hidden = enc.layout.n_tokens - len(visual) if cfg.original_positions else 0  # positions pruned ones hold
         room = self.dims.context - len(ids) - hidden
         return Request(question=question, clip=clip, enc=enc, encode_cached=cached, ids=ids, visual=visual,
                        cfg=cfg, r=r, decision=decision, kept=sel.kept, scores=sel.scores, details=sel.details,
