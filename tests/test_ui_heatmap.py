@@ -3,9 +3,8 @@
 from types import SimpleNamespace
 
 import numpy as np
-import pytest
 
-from videoqa.heatmap import DIM, MERGED_MIX, MERGED_TINT, absorbed_tokens, render_heatmaps
+from videoqa.heatmap import DIM, MERGED_MIX, MERGED_TINT, render_heatmaps
 from videoqa.pruning import KeptTokens, VisualLayout
 
 SIZE, CROP = {"shortest_edge": 32}, {"height": 32, "width": 32}
@@ -24,27 +23,21 @@ def cell(img, row: int, col: int) -> np.ndarray:
     return np.asarray(img)[int((row + 0.5) * step), int((col + 0.5) * step)].astype(float)
 
 
-def kept_tokens(**details) -> KeptTokens:
+def kept_tokens(absorbed=None, **details) -> KeptTokens:
     # frame 0: CLS (0), patch (0,0) = 1, patch (3,2) = 15; frame 1: patch (1,1) = 17 + 1 + 5 = 23
-    return KeptTokens(method="fastvid", layer=0, n_visual=34, kept=[0, 1, 15, 23], layout=LAYOUT, details=details)
+    return KeptTokens(method="fastvid", layer=0, n_visual=34, kept=[0, 1, 15, 23], layout=LAYOUT, details=details,
+                      absorbed=absorbed)
 
 
-MERGES = {1: [2, 3], 23: [24, 17, 15]}  # 17 is frame 1's CLS (no cell); 15 is kept itself
+# What the pipeline records: one list per kept token, in kept order. 17 is frame 1's CLS (no cell to tint);
+# 15 is kept itself, so it is shown as kept.
+ABSORBED = [[], [2, 3], [], [24, 17, 15]]
 
 
-@pytest.mark.parametrize("form", ["mapping", "json-keys", "per-kept-list", "argument"])
-def test_merged_patches_are_tinted_dropped_ones_dimmed(form):
-    if form == "argument":
-        kept, absorbed = kept_tokens(), MERGES
-    else:
-        value = {
-            "mapping": MERGES,
-            "json-keys": {str(k): v for k, v in MERGES.items()},  # as read back from a JSON record
-            "per-kept-list": [[], [2, 3], [], [24, 17, 15]],  # one list per kept token, in kept order
-        }[form]
-        kept, absorbed = kept_tokens(absorbed=value), None
-    assert absorbed_tokens(kept, absorbed) == {2, 3, 17, 24}
-    (img0, cap0), (img1, cap1) = render_heatmaps(clip(), kept, SIZE, CROP, absorbed=absorbed)
+def test_merged_patches_are_tinted_dropped_ones_dimmed():
+    kept = kept_tokens(absorbed=ABSORBED)
+    assert kept.merged_dropped() == [2, 3, 17, 24]
+    (img0, cap0), (img1, cap1) = render_heatmaps(clip(), kept, SIZE, CROP)
     tinted = (1 - MERGED_MIX) * GREY + MERGED_MIX * np.asarray(MERGED_TINT, float)
     np.testing.assert_allclose(cell(img0, 0, 0), [GREY] * 3, atol=1)  # kept
     np.testing.assert_allclose(cell(img0, 0, 1), tinted, atol=1)  # index 2: merged into 1
@@ -63,4 +56,3 @@ def test_without_merges_nothing_changes():
     for (a, ca), (b, cb) in zip(plain, unrelated, strict=True):
         assert ca == cb and "merged" not in ca
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    assert absorbed_tokens(kept_tokens(merged=[[1]])) == set()  # a list that does not match kept: ignored

@@ -11,7 +11,7 @@ has no place on the grid, so it is reported in the caption.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 import torch
@@ -85,37 +85,15 @@ def _score_colours(scores: np.ndarray) -> np.ndarray:
     return (colormaps["inferno"](norm)[..., :3] * 255).astype(np.uint8)
 
 
-def absorbed_tokens(kept: KeptTokens, absorbed=None) -> set[int]:
-    """Visual-span indices merged into some kept token (and not kept themselves).
-
-    `absorbed` maps a kept index to the indices it absorbed (JSON string keys accepted), or lists them per
-    kept token in `kept.kept` order; when None it is read from the record (`kept.absorbed`, or
-    `kept.details["absorbed"]` / `["merged"]`). Methods that do not merge have none.
-    """
-    if absorbed is None:
-        absorbed = getattr(kept, "absorbed", None)
-    for key in ("absorbed", "merged"):
-        if absorbed is None and isinstance(kept.details, Mapping):
-            absorbed = kept.details.get(key)
-    if isinstance(absorbed, Mapping):
-        groups = absorbed.values()
-    elif isinstance(absorbed, Sequence) and len(absorbed) == len(kept.kept):
-        groups = absorbed
-    else:
-        return set()
-    merged = {int(i) for group in groups if isinstance(group, Sequence) for i in group}
-    return merged - set(kept.kept)
-
-
 def render_heatmaps(
-    clip, kept: KeptTokens, size, crop, show_scores: bool = False, absorbed=None
+    clip, kept: KeptTokens, size, crop, show_scores: bool = False
 ) -> list[tuple[Image.Image, str]]:
     """One (image, caption) per sampled frame of `clip`, showing the patches in `kept`.
 
     `clip` is a videoqa.video.Clip (frames, timestamps); `kept.layout` says how the visual span maps to
     frames and grid cells. With `show_scores` and `kept.scores`, patches are coloured by their ranking
-    score (kept ones outlined) instead of dimmed. Patches merged into a kept token (see `absorbed_tokens`)
-    are tinted instead of dimmed, and counted in the caption.
+    score (kept ones outlined) instead of dimmed. Patches merged into a kept token (`kept.absorbed`, per
+    frame in `kept.frame_masks()`) are tinted instead of dimmed, and counted in the caption.
     """
     layout = kept.layout
     frames = np.asarray(clip.frames)
@@ -127,7 +105,7 @@ def render_heatmaps(
     rows, cols = _cell_edges(height, g), _cell_edges(width, g)
 
     masks = kept.frame_masks()
-    kept_grid, merged_grid = _cell_grids(kept, masks, absorbed)
+    kept_grid, merged_grid = _cell_grids(kept, masks)
     colours = _patch_colours(kept) if show_scores and kept.scores is not None else None
 
     scale = max(1, math.ceil(MIN_DISPLAY / max(height, width)))
@@ -160,17 +138,15 @@ def render_heatmaps(
     return out
 
 
-def _cell_grids(kept: KeptTokens, masks: list[dict], absorbed) -> tuple[np.ndarray, np.ndarray]:
+def _cell_grids(kept: KeptTokens, masks: list[dict]) -> tuple[np.ndarray, np.ndarray]:
     """[frames, grid, grid] masks of the kept patches and of the patches merged into a kept token."""
     layout, g = kept.layout, kept.layout.grid
     kept_grid = np.zeros((layout.n_frames, g, g), dtype=bool)
+    merged_grid = np.zeros_like(kept_grid)
     for f, m in enumerate(masks):
         for r, c in m["patches"]:
             kept_grid[f, r, c] = True
-    merged_grid = np.zeros_like(kept_grid)
-    for i in absorbed_tokens(kept, absorbed):
-        f, r, c = layout.locate(i)
-        if r >= 0:  # a merged CLS token has no cell to tint
+        for r, c in m["merged"]:
             merged_grid[f, r, c] = True
     return kept_grid, merged_grid
 
