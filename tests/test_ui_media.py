@@ -75,5 +75,7 @@ def test_sweep_keeps_the_files_the_page_always_shows(tmp_path):
         p.write_bytes(b"x")
         past = time.time() - 7200
         os.utime(p, (past, past))
+    fresh = tmp_path / "heatmap.png"  # on screen now
+    fresh.write_bytes(b"x")
     assert sweep_cache(tmp_path, max_age_s=3600, keep=frozenset({str(kept)})) == 1
-    assert not old.exists() and kept.exists()
+    assert not old.exists() and kept.exists() and fresh.exists()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -69,6 +70,7 @@ class ChatActions:
         self.examples = examples
         self.work_dir = work_dir
         self.cache_dir, self.max_age_s, self.keep = cache_dir, max_age_s, keep
+        self._next_sweep = 0.0  # monotonic time; the sweep walks the whole cache, so not after every answer
         self.methods = tuple(METHODS)
 
     # -- the clip ---------------------------------------------------------------------------------------
@@ -202,8 +204,9 @@ class ChatActions:
         ex.record = exchange_record(answer, text, "done")
         session.show(ex, text)
         session.add_notes(ex, [f"⚠️ {w}" for w in answer_warnings(answer)])
-        if self.cache_dir is not None:
+        if self.cache_dir is not None and time.monotonic() >= self._next_sweep:
             sweep_cache(self.cache_dir, self.max_age_s, keep=self.keep)
+            self._next_sweep = time.monotonic() + self.max_age_s / 2
         return self._out(session, _heatmaps(gallery), format_stats(answer, follow_up))
 
     def config(self, s: Settings) -> tuple[PruneConfig, int | None]:
