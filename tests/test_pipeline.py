@@ -359,3 +359,14 @@ def test_answer_cap_larger_than_the_context_is_capped_by_it(tiny_qa, clip_path, 
     at_end = answer.stats.new_tokens == answer.stats.max_new_tokens
     assert at_end == any("end of the model's context" in w for w in answer.warnings)
     assert answer.to_dict()["stats"]["max_new_tokens"] == answer.stats.max_new_tokens
+
+
+def test_planning_reserves_the_usual_answer_room_whatever_the_cap(tiny_qa):
+    """Callers that plan before decoding (the Ray actors) get the frames `prepare` will use: a 1024-token cap
+    does not take frames away from a long clip whose frame count the context bounds."""
+    auto = PruneConfig(method="fastv", k=2, r="auto")
+    n_text = tiny_qa.text_tokens("What is it?")
+    usual = tiny_qa.plan(600.0, n_text, auto, 100, 64, free_bytes=2**40)  # 100 frames asked: the context caps
+    official = tiny_qa.plan(600.0, n_text, auto, 100, 1024, free_bytes=2**40)
+    assert official[:2] == usual[:2]
+    assert usual[0] == (tiny_qa.dims.context - n_text - 64) // tiny_qa.dims.tokens_per_frame

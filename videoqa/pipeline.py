@@ -259,7 +259,10 @@ class VideoQA:
         """(frames to sample, R, the adaptive decision or None) for one question with `n_text` prompt tokens
         about a clip of `duration_s` seconds. With R=auto both come from the clip's length, the prompt and the
         memory free on this model's device (so a caller can decode the clip itself, e.g. under a timeout):
-        `free_bytes` (default: free now) split evenly between `share` requests, the batch this one runs in."""
+        `free_bytes` (default: free now) split evenly between `share` requests, the batch this one runs in.
+        A cap beyond the usual answer (the official protocol asks for 1024) must not cost frames: frames are
+        planned with at most ANSWER_RESERVE tokens of answer room, and the answer runs on to the context's end."""
+        max_new = min(max_new, ANSWER_RESERVE)
         if cfg.method != "none" and cfg.r == "auto":
             free = self.free_memory(self.device) if free_bytes is None else free_bytes
             decision = decide(duration_s, self.dims, n_text, free, k=cfg.layer or 0, frames=frames,
@@ -286,12 +289,9 @@ class VideoQA:
                 duration, frames = video.info.duration_s, len(video.frames)
             else:
                 duration = probe_video(video).duration_s
-        # A cap beyond the usual answer (the official protocol asks for 1024) must not cost frames: plan with
-        # the usual room and let the answer run on to the context's end at most.
-        reserve = min(max_new, ANSWER_RESERVE)
-        frames, r, decision = self.plan(duration, n_text, cfg, frames, reserve, free_bytes, share)
+        frames, r, decision = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share)
         frames = len(video.frames) if isinstance(video, Clip) else frames
-        self.check_context(frames, n_text, cfg, r, reserve)
+        self.check_context(frames, n_text, cfg, r, min(max_new, ANSWER_RESERVE))
         clip, t_sample = self.sample(video, frames)
 
         t0 = self.clock()
