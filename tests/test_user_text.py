@@ -48,6 +48,8 @@ def test_special_looking_question_is_answered(tiny_qa, clip_path, text):
     assert answer.kept.n_visual == 4 * 65 and answer.kept.n_kept == 130
     plain = tiny_qa.ask(clip_path, "What colour is the shape?", frames=4, prune=PruneConfig(method="fastv", k=2, r=0.5),
                         max_new_tokens=3)
+    # the literal text stayed text: a longer prompt than the plain question, the same visual tokens
+    assert answer.stats.prompt_tokens > plain.stats.prompt_tokens
     assert answer.stats.visual_tokens == plain.stats.visual_tokens
 
 
