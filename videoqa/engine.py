@@ -12,7 +12,6 @@ Batches are left-padded; each sample is ranked and pruned on its own.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -92,12 +91,8 @@ def cache_keyword(decoder) -> str:
     """The decoder layers' cache argument: `cache` from transformers 5.24, `past_key_values` before.
 
     (5.24 still accepts `past_key_values`, but with a deprecation warning on every call.)"""
-    return _cache_keyword(type(decoder.layers[0]))
-
-
-@functools.cache
-def _cache_keyword(layer_class: type) -> str:  # read once per class: callers ask on every decoded token
-    return "cache" if "cache" in inspect.signature(layer_class.forward).parameters else "past_key_values"
+    params = inspect.signature(type(decoder.layers[0]).forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
 
 
 def _run_layer(decoder, i: int, h: Tensor, mask, pos_emb, cache: DynamicCache, cache_kw: str) -> Tensor:
