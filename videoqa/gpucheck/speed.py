@@ -6,10 +6,8 @@ Every timing synchronises the device before and after (`report.Timer`). Figures 
 
 from __future__ import annotations
 
-import inspect
 import statistics
 import tempfile
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import torch
 from .. import engine
 from ..bench.decode import decode_rows, format_decode_table
 from ..bench.llm import Setup
+from ..measure import device_clock
 from ..pruning import PruneConfig, keep_count
 from ..pruning.adaptive import decide, free_memory_bytes
 from ..pruning.fastv import FastVPlan
@@ -30,27 +29,9 @@ TIME_OVER_FLOPS = 1.10  # goal: FastV's prefill time ratio at most 10% above its
 FASTV_A40_7B = (0.344, 0.230)  # FastV paper, Table 4: LLaVA-1.5-7B latency (s) without / with FastV, A40
 
 
-def _synced_clock(device: torch.device):
-    if device.type != "cuda":
-        return time.perf_counter
-
-    def now() -> float:
-        torch.cuda.synchronize(device)
-        return time.perf_counter()
-
-    return now
-
-
-def _engine_takes_clock() -> bool:
-    return "clock" in inspect.signature(engine.prefill).parameters
-
-
 def _prefill(qa, batch, plan):
-    kwargs = {}
-    if _engine_takes_clock():  # ranking timed with the device synchronised
-        kwargs["clock"] = _synced_clock(qa.device)
     return engine.prefill(qa.model, batch.embeds, batch.attention_mask, batch.visual_mask, plan,
-                          batch.position_ids, **kwargs)
+                          batch.position_ids, clock=device_clock(qa.device))  # ranking timed with the device synced
 
 
 def _time_prefill(qa, batch, plan, repeats: int) -> tuple[float, float]:
@@ -91,8 +72,7 @@ def prefill_speed(qa, target: Target, report) -> list[Check]:
                                     f"(time ratio) / (FLOPs ratio) <= {TIME_OVER_FLOPS}",
                                     {"time_over_flops": over, "time_ratio": t / base, "flops_ratio": flops,
                                      "ranking_pct": 100 * t_rank / t, "prefill_ms": 1000 * t,
-                                     "ranking_timer": "synchronised" if _engine_takes_clock() or not gated
-                                     else "unsynchronised: an upper bound"},
+                                     "ranking_timer": "synchronised"},
                                     note="" if gated else "CPU at tiny shapes: overheads dominate; not applied"))
     head = "| frames | method | kept visual | prefill ms | time ratio | FLOPs ratio | time/FLOPs | ranking % |"
     lines = [head, "|---|---|---|---|---|---|---|---|"]
