@@ -31,7 +31,7 @@ gpu-check:
 	scripts/gpu_check.sh
 
 lint: setup
-	$(VENV)/bin/ruff check videoqa ui tests samples
+	$(VENV)/bin/ruff check videoqa ui tests samples scripts
 
 bench: setup
 	$(VENV)/bin/videoqa bench llm frames

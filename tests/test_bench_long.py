@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from videoqa.samples import synth_long
 
 from videoqa.batch.store import read_records
 from videoqa.bench.long import Row, evaluate_rows, format_table, plot
 from videoqa.cli import main
 from videoqa.pruning import PruneConfig
 from videoqa.pruning.flops import layer_flops
+from videoqa.synth import long as synth_long
 
 ROWS = [
     Row("8 frames, unpruned", PruneConfig(method="none"), 8),

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from videoqa.synth import short as synth
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
 DEMO = SAMPLES / "demo-model"
-sys.path.insert(0, str(SAMPLES))
-
-import synth  # noqa: E402
 
 
 def shape_centre(frame: np.ndarray, colour: str) -> np.ndarray:

@@ -1,21 +1,17 @@
-"""The long-clip generator (samples/synth_long.py): events are where it says, splits are disjoint,
+"""The long-clip generator (videoqa/synth/long.py): events are where it says, splits are disjoint,
 output is deterministic and readable by the eval loader."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
-import synth  # noqa: E402
-import synth_long as L  # noqa: E402
-
 from videoqa.eval.datasets import load_dataset  # noqa: E402
+from videoqa.synth import long as L
+from videoqa.synth import short as synth
 from videoqa.video import sample_frames  # noqa: E402
 
 

@@ -15,8 +15,8 @@ from .errors import InputError, ModelLoadError
 DEFAULT_MODEL = "LanguageBind/Video-LLaVA-7B-hf"
 # Short names for the models shipped in `videoqa.samples`: name -> (folder, the script that trains it).
 NAMED_MODELS = {
-    "demo": ("demo-model", "samples/train_demo.py"),
-    "demo-long": ("demo-long-model", "samples/train_long.py"),
+    "demo": ("demo-model", "scripts/train_demo.py"),
+    "demo-long": ("demo-long-model", "scripts/train_long.py"),
 }
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

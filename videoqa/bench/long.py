@@ -1,6 +1,6 @@
 """`videoqa bench long`: adaptive R where video length matters, on the held-out long-clip split.
 
-The split (clips of 4-60 s whose answer may hang on a brief event: `videoqa.samples.synth_long`) is written
+The split (clips of 4-60 s whose answer may hang on a brief event: `videoqa.synth.long`) is written
 into the runs folder on first use. Each row — a frame rule and a pruning configuration — is one resumable
 eval run through the machinery of `videoqa eval` and `bench accuracy`, and the table is computed from the
 run folders' predictions alone, so an interrupted run resumes and a finished one re-prints the same table.
@@ -90,7 +90,7 @@ def long_split(root: Path, split: str, clips: int, seed: int = 0) -> Path:
     marker = root / "split.json"
     wanted = {"split": split, "clips": clips, "seed": seed}
     if not (marker.exists() and json.loads(marker.read_text()) == wanted):
-        from ..samples import synth_long
+        from ..synth import long as synth_long
 
         scenes = {"test": synth_long.test_scenes, "val": synth_long.val_scenes}[split](clips, seed)
         synth_long.write_eval_split(root, scenes, seed)
@@ -106,7 +106,7 @@ class QuestionInfo:
 
 
 def question_info(root: Path) -> dict[str, QuestionInfo]:
-    from ..samples import synth_long
+    from ..synth import long as synth_long
 
     event_types = {t for types in synth_long.KIND_TYPES.values() for t in types}
     scenes = {s["name"]: s for s in json.loads((root / "scenes.json").read_text())}
@@ -304,7 +304,7 @@ def run_long(model: str = "demo-long", runs_dir: str | Path = "runs/long", clips
     qa = VideoQA.from_pretrained(model, device=device, max_new_tokens=MAX_NEW)
     rows = rows or default_rows(k)
     results = evaluate_rows(qa, root, runs / split, rows, model, split)
-    from ..samples import synth_long
+    from ..synth import long as synth_long
 
     types = [t for t in synth_long.QUESTION_TYPES if any(t in r.groups for r in results)]
     png = plot(results, runs / f"long_{split}_accuracy_vs_flops.png")

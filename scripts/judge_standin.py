@@ -6,7 +6,7 @@ and compares them by normalized words (as `--judge exact` does). Its replies hav
 give, fractional scores included, so the whole gpt-judge path (HTTP, parsing, official scoring, exported
 files) can be run and checked offline:
 
-    python samples/judge_standin.py --port 8011 &
+    python scripts/judge_standin.py --port 8011 &
     VIDEOQA_JUDGE_API_KEY=none videoqa eval ... --judge gpt --judge-base-url http://127.0.0.1:8011/v1
 """
 

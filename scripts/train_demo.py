@@ -23,8 +23,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from transformers import VideoLlavaForConditionalGeneration, VideoLlavaProcessor
-from videoqa.samples import synth
 
+from videoqa.synth import short as synth
 from videoqa.tiny import (
     BASE_CORPUS,
     EOS_ID,
@@ -36,7 +36,7 @@ from videoqa.tiny import (
     build_tokenizer,
 )
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "samples"  # where the shipped models live
 
 
 @dataclass

@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import synth_long  # noqa: E402
-
 from videoqa.eval.judges import ExactJudge  # noqa: E402
 from videoqa.pipeline import VideoQA  # noqa: E402
 from videoqa.pruning.base import PruneConfig  # noqa: E402
+from videoqa.synth import long as synth_long  # noqa: E402
 
 EVENT_TYPES = {t for ts in synth_long.KIND_TYPES.values() for t in ts}
 

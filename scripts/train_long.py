@@ -52,14 +52,14 @@ import torch.nn.functional as F
 from transformers import VideoLlavaForConditionalGeneration, VideoLlavaProcessor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import synth  # noqa: E402
-import synth_long  # noqa: E402
 import train_demo as td  # noqa: E402
 
+from videoqa.synth import long as synth_long  # noqa: E402
+from videoqa.synth import short as synth  # noqa: E402
 from videoqa.tiny import EOS_ID, VIDEO_ID  # noqa: E402
 from videoqa.video import sample_frames  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "samples"  # where the shipped models live
 COLOURS = list(synth.COLOURS)
 # Per-frame aux targets (classes; index 0 = "none" where the thing may be absent). Each is visible in one
 # frame: the brief object is the haloed shape, the moving one the other.

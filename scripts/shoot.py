@@ -1,6 +1,6 @@
 """Regenerate the README's screenshots of the web chat: desktop and phone, chat and compare mode.
 
-    python -m videoqa.ui.shoot               # in a checkout: writes ui/screenshots/*.png
+    python scripts/shoot.py                  # in a checkout: writes ui/screenshots/*.png
 
 Uses the shipped demo model and sample clips, and Debian's Chromium through Playwright (as the browser
 tests do). Each picture shows an example picked with one click and asked, so it shows real answers.
@@ -18,7 +18,7 @@ from videoqa.ui.app import DEFAULT_SAMPLES, build_app, launch
 
 from videoqa.pipeline import VideoQA
 
-OUT = Path(__file__).resolve().parent / "screenshots"
+OUT = Path(__file__).resolve().parents[1] / "ui" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]

@@ -1,6 +1,6 @@
 """Long synthetic video QA clips (4-60 s) whose answer depends on a brief event at a random moment.
 
-Each clip is the short demo scene of samples/synth.py (one coloured shape crossing a textured
+Each clip is the short demo scene of videoqa/synth/short.py (one coloured shape crossing a textured
 background, now slowly over the whole clip) at FPS frames per second, plus one kind of event:
 
 * ``object``: a second, static shape of another colour, with a white halo, appears for 1-3 s somewhere in
@@ -32,11 +32,11 @@ held-out drops any that is in train or validation (in practice none). Write a sp
 (videos/*.mp4, test_q.json, test_a.json with ``type``, scenes.json with durations, event frames,
 seconds and thirds):
 
-    python samples/synth_long.py --split test --out /tmp/long-test --n 120
+    python -m videoqa.synth.long --split test --out /tmp/long-test --n 120
 
 and sample clips (with a questions.json that also holds each clip's metadata):
 
-    python samples/synth_long.py --split samples --out samples/clips_long --pick 3 7
+    python -m videoqa.synth.long --split samples --out samples/clips_long --pick 3 7
 """
 
 from __future__ import annotations
@@ -44,15 +44,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import synth  # noqa: E402
+from . import short as synth
 
 FPS = 4
 SIZE = synth.CLIP_SIZE
