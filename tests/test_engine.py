@@ -1,4 +1,5 @@
-"""FastV engine against independent references: the unpruned model, eager attention, and masking."""
+"""videoqa.llm's prefill (FastV) and decoding against independent references: the unpruned model, eager attention
+and masking."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 import torch
 from transformers import VideoLlavaForConditionalGeneration
 
-from videoqa import engine
+from videoqa import llm
 from videoqa.errors import InputError
 from videoqa.pruning import PruneConfig, keep_count
 from videoqa.pruning.fastv import FastVPlan
@@ -71,10 +72,10 @@ def test_r0_equals_unpruned_model(family_model):
     embeds, am, vis = make_inputs(sdpa)
     reference = sdpa(inputs_embeds=embeds, attention_mask=am).logits[:, -1]
     for k in (1, 2, 3):
-        out = engine.prefill(sdpa, embeds, am, vis, FastVPlan(k=k, r=0.0))
+        out = llm.prefill(sdpa, embeds, am, vis, FastVPlan(k=k, r=0.0))
         assert out.kept[0].tolist() == list(range(VIS.stop - VIS.start))
         assert torch.allclose(out.logits, reference, atol=1e-5), (out.logits - reference).abs().max()
-    unpruned = engine.prefill(sdpa, embeds, am, vis, None)
+    unpruned = llm.prefill(sdpa, embeds, am, vis, None)
     assert torch.allclose(unpruned.logits, reference, atol=1e-5)
 
 
@@ -89,7 +90,7 @@ def test_kept_set_is_topk_of_eager_attention(family_model, rank_by):
     rows = rows[-1:] if rank_by == "last" else rows[VIS.stop:]
     scores = rows.mean(0)[VIS]
     expected = set(torch.topk(scores, keep_count(len(scores), r)).indices.tolist())
-    out = engine.prefill(sdpa, embeds, am, vis, FastVPlan(k=k, r=r, rank_by=rank_by))
+    out = llm.prefill(sdpa, embeds, am, vis, FastVPlan(k=k, r=r, rank_by=rank_by))
     assert set(out.kept[0].tolist()) == expected
     assert torch.allclose(out.scores[0], scores, atol=1e-5)
 
@@ -99,7 +100,7 @@ def test_kept_set_is_topk_of_eager_attention(family_model, rank_by):
 def test_prefill_and_decode_match_masked_reference(family_model, k, r):
     model, _ = family_model
     embeds, am, vis = make_inputs(model, seed=2)
-    state = engine.prefill(model, embeds, am, vis, FastVPlan(k=k, r=r))
+    state = llm.prefill(model, embeds, am, vis, FastVPlan(k=k, r=r))
     kept = state.kept[0]
     ref = masked_reference(model, embeds, k, kept, vis)
     assert torch.allclose(state.logits, ref, atol=1e-4), (state.logits - ref).abs().max()
@@ -110,7 +111,7 @@ def test_prefill_and_decode_match_masked_reference(family_model, k, r):
         new = embed(token[:, None])
         embeds = torch.cat([embeds, new], dim=1)
         vis = torch.cat([vis, torch.zeros(1, 1, dtype=torch.bool)], dim=1)
-        logits = engine.decode_one_token(model, state, new)
+        logits = llm.decode_one_token(model, state, new)
         ref = masked_reference(model, embeds, k, kept, vis)
         assert torch.allclose(logits, ref, atol=1e-4), (logits - ref).abs().max()
 
@@ -125,14 +126,14 @@ def test_left_padded_batch_equals_single_runs(family_model):
     am = torch.cat([a[1], torch.cat([torch.zeros(1, pad, dtype=torch.long), b[1]], 1)])
     vis = torch.cat([a[2], torch.cat([torch.zeros(1, pad, dtype=torch.bool), b[2]], 1)])
     plan = FastVPlan(k=2, r=0.5)
-    batch = engine.prefill(model, embeds, am, vis, plan)
-    singles = [engine.prefill(model, *x, plan) for x in (a, b)]
+    batch = llm.prefill(model, embeds, am, vis, plan)
+    singles = [llm.prefill(model, *x, plan) for x in (a, b)]
     eos = None
-    batch_tokens = torch.stack(list(engine.decode_n_tokens(model, batch, 5, eos)), 1)
+    batch_tokens = torch.stack(list(llm.decode_n_tokens(model, batch, 5, eos)), 1)
     for i, single in enumerate(singles):
         assert batch.kept[i].tolist() == single.kept[0].tolist()
         assert torch.allclose(batch.logits[i], single.logits[0], atol=1e-4)
-        tokens = torch.stack(list(engine.decode_n_tokens(model, single, 5, eos)), 1)
+        tokens = torch.stack(list(llm.decode_n_tokens(model, single, 5, eos)), 1)
         assert batch_tokens[i].tolist() == tokens[0].tolist()
 
 
@@ -140,15 +141,15 @@ def test_left_padded_batch_equals_single_runs(family_model):
 def test_pruned_cache_is_smaller_by_the_expected_amount(family_model):
     model, _ = family_model
     embeds, am, vis = make_inputs(model)
-    full = engine.prefill(model, embeds, am, vis, None)
+    full = llm.prefill(model, embeds, am, vis, None)
     k, r = 2, 0.5
-    pruned = engine.prefill(model, embeds, am, vis, FastVPlan(k=k, r=r))
+    pruned = llm.prefill(model, embeds, am, vis, FastVPlan(k=k, r=r))
     cfg = decoder_of(model).config
     per_token_layer = 2 * cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads) * 4
     n_vis = VIS.stop - VIS.start
     n_hat = N - n_vis + keep_count(n_vis, r)
-    assert engine.cache_bytes(full.cache) == cfg.num_hidden_layers * N * per_token_layer
-    assert engine.cache_bytes(pruned.cache) == (k * N + (cfg.num_hidden_layers - k) * n_hat) * per_token_layer
+    assert llm.cache_bytes(full.cache) == cfg.num_hidden_layers * N * per_token_layer
+    assert llm.cache_bytes(pruned.cache) == (k * N + (cfg.num_hidden_layers - k) * n_hat) * per_token_layer
 
 
 @torch.no_grad()
@@ -156,9 +157,9 @@ def test_prompt_without_visual_tokens_is_a_no_op(family_model):
     model, _ = family_model
     embeds, am, _ = make_inputs(model)
     none = torch.zeros(1, N, dtype=torch.bool)
-    out = engine.prefill(model, embeds, am, none, FastVPlan(k=2, r=0.5))
+    out = llm.prefill(model, embeds, am, none, FastVPlan(k=2, r=0.5))
     assert out.kept[0].numel() == 0
-    assert torch.allclose(out.logits, engine.prefill(model, embeds, am, none, None).logits, atol=1e-5)
+    assert torch.allclose(out.logits, llm.prefill(model, embeds, am, none, None).logits, atol=1e-5)
 
 
 @pytest.mark.parametrize("cfg,msg", [
@@ -186,7 +187,7 @@ def test_pruning_before_the_llm_with_original_positions_matches_masking(family_m
     keep[VIS.start + kept] = True
     pruned = embeds[:, keep]
     positions = torch.arange(N)[keep][None]
-    out = engine.prefill(model, pruned, torch.ones_like(positions), vis[:, keep], None, positions)
+    out = llm.prefill(model, pruned, torch.ones_like(positions), vis[:, keep], None, positions)
     ref = masked_reference(model, embeds, 0, kept, vis)
     assert torch.allclose(out.logits, ref, atol=1e-4), (out.logits - ref).abs().max()
 
@@ -206,7 +207,7 @@ def test_every_kernel_gives_the_unpruned_forward_and_the_same_kept_set(family_mo
     sdpa, eager = family_model
     model = {"sdpa": sdpa, "eager": eager}[kernel]
     embeds, am, vis = make_inputs(sdpa, seed=6)
-    state = engine.prefill(model, embeds, am, vis, None)
+    state = llm.prefill(model, embeds, am, vis, None)
     reference = sdpa(inputs_embeds=embeds, attention_mask=am).logits[:, -1]
     assert torch.allclose(state.logits, reference, atol=1e-5), (state.logits - reference).abs().max()
     embed = model.get_input_embeddings()
@@ -214,13 +215,13 @@ def test_every_kernel_gives_the_unpruned_forward_and_the_same_kept_set(family_mo
     for _ in range(3):  # decoding (one query) against the cache
         new = embed(logits.argmax(-1)[:, None])
         embeds = torch.cat([embeds, new], dim=1)
-        logits = engine.decode_one_token(model, state, new)
+        logits = llm.decode_one_token(model, state, new)
         reference = sdpa(inputs_embeds=embeds).logits[:, -1]
         assert torch.allclose(logits, reference, atol=1e-5), (logits - reference).abs().max()
     embeds, am, vis = make_inputs(sdpa, seed=6)
     plan = FastVPlan(k=2, r=0.5)
-    kept = engine.prefill(model, embeds, am, vis, plan)
-    assert kept.kept[0].tolist() == engine.prefill(sdpa, embeds, am, vis, plan).kept[0].tolist()
+    kept = llm.prefill(model, embeds, am, vis, plan)
+    assert kept.kept[0].tolist() == llm.prefill(sdpa, embeds, am, vis, plan).kept[0].tolist()
     ref = masked_reference(sdpa, embeds, 2, kept.kept[0], vis)  # layers >= K: causal by sequence order
     assert torch.allclose(kept.logits, ref, atol=1e-5), (kept.logits - ref).abs().max()
 
@@ -232,8 +233,8 @@ def test_eager_left_padded_batch_equals_single_runs(family_model):
     pad = N - b[0].shape[1]
     batch = [torch.cat([a[j], torch.cat([torch.zeros_like(b[j][:, :pad]), b[j]], 1)]) for j in range(3)]
     plan = FastVPlan(k=2, r=0.5)
-    out = engine.prefill(model, *batch, plan)
-    for i, single in enumerate(engine.prefill(model, *x, plan) for x in (a, b)):
+    out = llm.prefill(model, *batch, plan)
+    for i, single in enumerate(llm.prefill(model, *x, plan) for x in (a, b)):
         assert out.kept[i].tolist() == single.kept[0].tolist()
         assert torch.allclose(out.logits[i], single.logits[0], atol=1e-4)
 
@@ -248,10 +249,10 @@ def test_flash_attention_2_gives_the_unpruned_forward_and_the_same_kept_set(tiny
         tiny_model_dir, attn_implementation=kernel, dtype=torch.bfloat16).to("cuda").eval()
         for kernel in ("flash_attention_2", "sdpa"))
     reference = sdpa(inputs_embeds=embeds, attention_mask=am).logits[:, -1].float()
-    state = engine.prefill(flash, embeds, am, vis, None)
+    state = llm.prefill(flash, embeds, am, vis, None)
     assert torch.allclose(state.logits, reference, atol=2e-2), (state.logits - reference).abs().max()  # bf16
     plan = FastVPlan(k=2, r=0.5)
-    a, b = (engine.prefill(m, embeds, am, vis, plan) for m in (flash, sdpa))
+    a, b = (llm.prefill(m, embeds, am, vis, plan) for m in (flash, sdpa))
     assert torch.allclose(a.scores[0].float(), b.scores[0].float(), atol=1e-2)
     # bf16: the kept sets may differ only by tokens whose scores tie within that tolerance at the cut
     cut = b.scores[0].float().sort(descending=True).values[len(b.kept[0]) - 1]
@@ -264,4 +265,4 @@ def test_a_kernel_the_masks_are_not_written_for_is_refused(tiny_model_dir):
     model = VideoLlavaForConditionalGeneration.from_pretrained(tiny_model_dir, attn_implementation="sdpa").eval()
     decoder_of(model).config._attn_implementation = "flex_attention"
     with pytest.raises(InputError, match="'flex_attention' is not supported; use one of sdpa, eager"):
-        engine.prefill(model, *make_inputs(model), None)
+        llm.prefill(model, *make_inputs(model), None)

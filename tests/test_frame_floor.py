@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import VideoLlavaForConditionalGeneration
 
-from videoqa import engine
+from videoqa import llm
 from videoqa.cli import main
 from videoqa.errors import InputError
 from videoqa.pruning import PruneConfig, keep_count
@@ -59,13 +59,13 @@ def test_floor_kept_set_equals_an_independent_computation(models, r, share):
     att = eager(inputs_embeds=embeds, attention_mask=am, output_attentions=True).attentions[k - 1]
     scores = att[0].mean(0)[-1, VIS].tolist()  # the last token's row, mean over heads (FastV's query)
     n_keep = keep_count(len(scores), r)
-    out = engine.prefill(sdpa, embeds, am, vis, FastVPlan(k=k, r=r, frame_floor=share, tokens_per_frame=TPF))
+    out = llm.prefill(sdpa, embeds, am, vis, FastVPlan(k=k, r=r, frame_floor=share, tokens_per_frame=TPF))
     assert set(out.kept[0].tolist()) == independent_floor(scores, n_keep, share, TPF)
     assert len(out.kept[0]) == n_keep
     per_frame = torch.bincount(out.kept[0] // TPF, minlength=4)
     assert int(per_frame.min()) >= int(share * n_keep / 4)
-    # Off, the same inputs give FastV's global top-k (the engine's reference tests cover it in full).
-    plain = engine.prefill(sdpa, embeds, am, vis, FastVPlan(k=k, r=r, tokens_per_frame=TPF))
+    # Off, the same inputs give FastV's global top-k (tests/test_engine.py covers it in full).
+    plain = llm.prefill(sdpa, embeds, am, vis, FastVPlan(k=k, r=r, tokens_per_frame=TPF))
     assert set(plain.kept[0].tolist()) == set(torch.topk(torch.tensor(scores), n_keep).indices.tolist())
 
 
@@ -73,8 +73,8 @@ def test_floor_kept_set_equals_an_independent_computation(models, r, share):
 def test_floor_changes_a_starved_frame(models):
     sdpa, _ = models
     embeds, am, vis = inputs(sdpa, seed=3)
-    plain = engine.prefill(sdpa, embeds, am, vis, FastVPlan(k=2, r=0.9, tokens_per_frame=TPF)).kept[0]
-    floored = engine.prefill(sdpa, embeds, am, vis, FastVPlan(k=2, r=0.9, frame_floor=1.0,
+    plain = llm.prefill(sdpa, embeds, am, vis, FastVPlan(k=2, r=0.9, tokens_per_frame=TPF)).kept[0]
+    floored = llm.prefill(sdpa, embeds, am, vis, FastVPlan(k=2, r=0.9, frame_floor=1.0,
                                                               tokens_per_frame=TPF)).kept[0]
     assert torch.bincount(plain // TPF, minlength=4).min() == 0  # some frame starves without the floor
     assert torch.bincount(floored // TPF, minlength=4).tolist() == [1, 1, 1, 1]

@@ -15,7 +15,7 @@ import pytest
 import torch
 from clipgen import write_clip
 
-from videoqa import engine
+from videoqa import llm
 from videoqa.answer import Answer
 from videoqa.errors import InputError, ModelLoadError, VideoError
 from videoqa.measure import device_clock
@@ -248,7 +248,7 @@ def test_every_eos_id_stops_generation(tmp_path, clip_path):
     qa = VideoQA.from_pretrained(str(make_tiny_model(tmp_path / "qwen2", TinySpec(family="qwen2"))),
                                  prune=PruneConfig(method="none"), max_new_tokens=6)
     reqs = [qa.prepare(clip_path, "What is it?", None, qa.prune, None, 6)]
-    tokens = [int(t) for t in engine.decode_n_tokens(qa.model, qa.prefill(reqs, qa.collate(reqs)), 6, None)]
+    tokens = [int(t) for t in llm.decode_n_tokens(qa.model, qa.prefill(reqs, qa.collate(reqs)), 6, None)]
     stop = tokens[2]
     first = tokens.index(stop)
     qa.model.generation_config.eos_token_id = [EOS_ID, stop]

@@ -1,4 +1,5 @@
-"""The static-cache decode path against the engine's eager one: same logits and tokens, pruned or not, batched."""
+"""The static-cache decode path against the eager one (the prefill's own cache): same logits and tokens, pruned or
+not, batched."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ import torch
 from conftest import SAMPLE_CLIPS
 from transformers import VideoLlavaForConditionalGeneration
 
-from videoqa import engine
+from videoqa import llm
 from videoqa.cli import build_parser
 from videoqa.cli.options import model_spec_from_args
 from videoqa.errors import InputError
+from videoqa.llm import BUCKET, Decoder, StaticKVCache, decoder_for
 from videoqa.model import LoadedModel
 from videoqa.pipeline import VideoQA
 from videoqa.pruning import keep_count
 from videoqa.pruning.fastv import FastVPlan
-from videoqa.static_decode import BUCKET, StaticDecoder, StaticKVCache, decoder_for
 
 N, PAD = 60, 9  # prompt length; the second sample of a batch is PAD tokens shorter (left-padded)
 
@@ -55,14 +56,14 @@ IDS = [f"{'fastv' if p else 'none'}-batch{b}" for p, b in CASES]
 
 def assert_static_steps_equal_eager_steps(model, inputs, plan, steps: int) -> None:
     """Step by step from the same prefill: the static decoder's logits and tokens equal the eager loop's."""
-    eager = engine.prefill(model, *inputs, plan)
-    cache = StaticKVCache.from_prefill(engine.prefill(model, *inputs, plan),
+    eager = llm.prefill(model, *inputs, plan)
+    cache = StaticKVCache.from_prefill(llm.prefill(model, *inputs, plan),
                                        model.config.text_config.num_hidden_layers, 8)
-    decoder = StaticDecoder(model)
+    decoder = Decoder(model, "static")
     tokens = eager.logits.argmax(-1)
     embed = model.get_input_embeddings()
     for step in range(steps):
-        ref = engine.decode_one_token(model, eager, embed(tokens[:, None]))
+        ref = llm.decode_one_token(model, eager, embed(tokens[:, None]))
         logits, nxt = decoder.step(cache, tokens, torch.tensor([step]))
         assert torch.allclose(logits, ref, atol=1e-5), (logits - ref).abs().max()
         assert nxt.tolist() == ref.argmax(-1).tolist()
@@ -80,13 +81,13 @@ def test_static_steps_equal_eager_steps(model, plan, batch):
 @pytest.mark.parametrize("plan,batch", CASES, ids=IDS)
 def test_static_decode_gives_the_eager_tokens(model, plan, batch):
     inputs = prompt(model, 2, N) if batch == 1 else batch_of_two(model)
-    eager = list(engine.decode_n_tokens(model, engine.prefill(model, *inputs, plan), 12, None))
-    static = list(StaticDecoder(model).decode_n_tokens(engine.prefill(model, *inputs, plan), 12, None))
+    eager = list(llm.decode_n_tokens(model, llm.prefill(model, *inputs, plan), 12, None))
+    static = list(Decoder(model, "static").decode_n_tokens(llm.prefill(model, *inputs, plan), 12, None))
     assert torch.stack(static).tolist() == torch.stack(eager).tolist()
     # EOS: the same stopping point (all samples done at the token each of them produced first)
     eos = int(eager[0][0])
-    stop_e = list(engine.decode_n_tokens(model, engine.prefill(model, *inputs, plan), 12, eos))
-    stop_s = list(StaticDecoder(model).decode_n_tokens(engine.prefill(model, *inputs, plan), 12, eos))
+    stop_e = list(llm.decode_n_tokens(model, llm.prefill(model, *inputs, plan), 12, eos))
+    stop_s = list(Decoder(model, "static").decode_n_tokens(llm.prefill(model, *inputs, plan), 12, eos))
     assert torch.stack(stop_s).tolist() == torch.stack(stop_e).tolist()
 
 
@@ -102,12 +103,12 @@ def test_static_decode_stops_on_any_eos_id(model):
     the static path stops where the eager loop does."""
     inputs = batch_of_two(model)
     plan = FastVPlan(k=2, r=0.5)
-    free = list(engine.decode_n_tokens(model, engine.prefill(model, *inputs, plan), 10, None))
+    free = list(llm.decode_n_tokens(model, llm.prefill(model, *inputs, plan), 10, None))
     # sample 0 ends at its 3rd token, sample 1 at its 5th; 0 never occurs (prompt ids start at 6)
     hit0, hit1 = int(free[2][0]), int(free[4][1])
     for eos in ({0, hit0, hit1}, [hit1, hit0], (hit0, hit1)):
-        stop_e = list(engine.decode_n_tokens(model, engine.prefill(model, *inputs, plan), 10, eos))
-        stop_s = list(StaticDecoder(model).decode_n_tokens(engine.prefill(model, *inputs, plan), 10, eos))
+        stop_e = list(llm.decode_n_tokens(model, llm.prefill(model, *inputs, plan), 10, eos))
+        stop_s = list(Decoder(model, "static").decode_n_tokens(llm.prefill(model, *inputs, plan), 10, eos))
         assert torch.stack(stop_s).tolist() == torch.stack(stop_e).tolist()
         assert len(stop_s) < 10
 
@@ -116,7 +117,7 @@ def test_static_decode_stops_on_any_eos_id(model):
 def test_layers_from_k_hold_only_the_kept_tokens(model):
     embeds, am, vis = batch_of_two(model)
     k, r, room = 2, 0.5, 20
-    state = engine.prefill(model, embeds, am, vis, FastVPlan(k=k, r=r))
+    state = llm.prefill(model, embeds, am, vis, FastVPlan(k=k, r=r))
     before = [(layer.keys.clone(), layer.values.clone()) for layer in state.cache.layers]
     cache = StaticKVCache.from_prefill(state, len(before), room)
     # each row keeps its non-visual positions (padding included) and its kept visual tokens
@@ -139,9 +140,9 @@ def test_compiled_step_is_one_graph(model):
     minutes on a small CPU; the inductor case below runs on request.)"""
     inputs = batch_of_two(model)
     plan = FastVPlan(k=2, r=0.5)
-    eager = list(engine.decode_n_tokens(model, engine.prefill(model, *inputs, plan), 6, None))
-    traced = StaticDecoder(model, compile=True, backend="eager")
-    assert torch.stack(list(traced.decode_n_tokens(engine.prefill(model, *inputs, plan), 6, None))).tolist() == \
+    eager = list(llm.decode_n_tokens(model, llm.prefill(model, *inputs, plan), 6, None))
+    traced = Decoder(model, "compiled", backend="eager")
+    assert torch.stack(list(traced.decode_n_tokens(llm.prefill(model, *inputs, plan), 6, None))).tolist() == \
         torch.stack(eager).tolist()
 
 
@@ -152,9 +153,9 @@ def test_compiled_step_is_one_graph(model):
 def test_inductor_compiled_decode_gives_the_eager_tokens(model):
     inputs = batch_of_two(model)
     plan = FastVPlan(k=2, r=0.5)
-    eager = list(engine.decode_n_tokens(model, engine.prefill(model, *inputs, plan), 6, None))
-    compiled = StaticDecoder(model, compile=True)
-    assert torch.stack(list(compiled.decode_n_tokens(engine.prefill(model, *inputs, plan), 6, None))).tolist() == \
+    eager = list(llm.decode_n_tokens(model, llm.prefill(model, *inputs, plan), 6, None))
+    compiled = Decoder(model, "compiled")
+    assert torch.stack(list(compiled.decode_n_tokens(llm.prefill(model, *inputs, plan), 6, None))).tolist() == \
         torch.stack(eager).tolist()
 
 

@@ -20,7 +20,7 @@ import torch
 from einops import rearrange
 from torch import Tensor
 
-from . import engine, static_decode
+from . import llm
 from .answer import Answer, Stats
 from .errors import InputError
 from .measure import Clock, PeakMemory, device_clock
@@ -118,7 +118,7 @@ class VideoQA:
     def __init__(self, loaded: LoadedModel, prune: PruneConfig | None = None, frames: int | None = None,
                  max_new_tokens: int = 64, prompt: str = "plain", *, decode: str = "eager",
                  free_memory: Callable[[torch.device], int] | None = None, clock: Clock | None = None):
-        engine.check_kernel(loaded.model)
+        llm.check_kernel(loaded.model)
         self.model = loaded.model
         self.processor = loaded.processor
         self.device = loaded.device
@@ -134,7 +134,7 @@ class VideoQA:
         # The adaptive policy's constants; replace it to try others (the long-clip benchmark's sweep does).
         self.policy = AdaptivePolicy()
         # "static": a preallocated KV cache; "compiled": that step under torch.compile (a CUDA graph on GPUs)
-        self.decoder = static_decode.decoder_for(self.model, decode)
+        self.decoder = llm.decoder_for(self.model, decode)
         self.encode_count = 0  # vision-tower runs: follow-ups on a cached clip do not add to it
         self._encoded: OrderedDict[str, EncodedVideo] = OrderedDict()
         self._clips: OrderedDict[tuple, Clip] = OrderedDict()
@@ -353,27 +353,25 @@ class VideoQA:
             batch.position_ids[i, start:] = self.positions(req, v[0])
         return batch
 
-    def prefill(self, requests: list[Request], batch: Collated) -> engine.PrefillResult:
+    def prefill(self, requests: list[Request], batch: Collated) -> llm.PrefillResult:
         """Run the prompts through the LLM; FastV ranks and prunes each sample inside it."""
         cfg = requests[0].cfg
         plan = None
         if cfg.method == "fastv":
             plan = FastVPlan(cfg.k, [req.r for req in requests], cfg.rank_by, cfg.frame_floor,
                              requests[0].enc.layout.tokens_per_frame)
-        return engine.prefill(self.model, batch.embeds, batch.attention_mask, batch.visual_mask, plan,
-                              batch.position_ids, clock=self.clock)
+        return llm.prefill(self.decoder.lm, batch.embeds, batch.attention_mask, batch.visual_mask, plan,
+                           batch.position_ids, clock=self.clock)
 
-    def decode(self, requests: list[Request], state: engine.PrefillResult) -> Generator[TextDelta, None, list]:
+    def decode(self, requests: list[Request], state: llm.PrefillResult) -> Generator[TextDelta, None, list]:
         """Greedy decoding. Yields each sample's new text as it completes; returns the new token ids."""
         tok = self.processor.tokenizer
-        eos = engine.eos_ids(self.model.generation_config.eos_token_id)
+        eos = llm.eos_ids(self.model.generation_config.eos_token_id)
         new_ids: list[list[int]] = [[] for _ in requests]
         texts = ["" for _ in requests]
         done = [False] * len(requests)
         max_new = max(req.max_new for req in requests)
-        steps = (engine.decode_n_tokens(self.model, state, max_new, eos) if self.decoder is None
-                 else self.decoder.decode_n_tokens(state, max_new, eos))
-        for tokens in steps:
+        for tokens in self.decoder.decode_n_tokens(state, max_new, eos):
             for i, token in enumerate(tokens.tolist()):
                 if done[i]:
                     continue
@@ -411,12 +409,12 @@ class VideoQA:
             peak = memory.stop()
         return self.assemble_answers(requests, state, new_ids, t_prefill, t_generate, peak)
 
-    def assemble_answers(self, requests: list[Request], state: engine.PrefillResult, new_ids: list[list[int]],
+    def assemble_answers(self, requests: list[Request], state: llm.PrefillResult, new_ids: list[list[int]],
                          t_prefill: float, t_generate: float, peak: tuple[int, str]) -> list[Answer]:
         """Text, kept tokens, stats and FLOPs of each sample, from the requests and what the LLM did;
         `peak`: (bytes, kind) of the batch's peak memory."""
         peak, kind = peak
-        cache = engine.cache_bytes(state.cache)
+        cache = llm.cache_bytes(state.cache)
         n = max(len(req.ids) for req in requests)
         answers = []
         for i, req in enumerate(requests):

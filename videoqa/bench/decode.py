@@ -1,4 +1,4 @@
-"""Decode time per token: the engine's eager loop vs the static-cache step, plain and `torch.compile`d.
+"""Decode time per token: the eager loop (the prefill's cache) vs the static-cache step, plain and `torch.compile`d.
 
 Each mode decodes from its own prefill of the same prompt (FastV or not), after a few warm-up steps (which, for
 the compiled step, include the compilation and, on CUDA, the graph capture: reported separately). Timings are
@@ -11,9 +11,8 @@ import time
 
 import torch
 
-from .. import engine
+from .. import llm
 from ..pruning.fastv import FastVPlan
-from ..static_decode import StaticDecoder, StaticKVCache
 from .llm import TOKENS_PER_FRAME, Setup, build_lm, make_prompt
 
 WARMUP = 3
@@ -25,19 +24,20 @@ def _sync(device: torch.device) -> None:
 
 
 @torch.inference_mode()
-def time_mode(model, state: engine.PrefillResult, mode: str, n_tokens: int,
-              decoder: StaticDecoder | None = None) -> tuple[float, float]:
+def time_mode(model, state: llm.PrefillResult, mode: str, n_tokens: int,
+              decoder: llm.Decoder | None = None) -> tuple[float, float]:
     """(seconds per token over `n_tokens` steps, seconds of the warm-up steps) for one decode mode."""
     device = state.logits.device
     tokens = state.logits.argmax(-1)
     if mode == "eager":
-        embeds = model.get_input_embeddings()(tokens[:, None])
+        lm = llm.adapt(model)
+        embeds = lm.embed_tokens(tokens[:, None])
 
         def run_step(_i: int) -> None:
-            engine.decode_one_token(model, state, embeds)
+            llm.decode_one_token(lm, state, embeds)
     else:
         n_layers = len(state.cache.layers)
-        cache = StaticKVCache.from_prefill(state, n_layers, WARMUP + n_tokens)
+        cache = llm.StaticKVCache.from_prefill(state, n_layers, WARMUP + n_tokens)
         step = torch.zeros(1, dtype=torch.long, device=device)
 
         def run_step(_i: int) -> None:
@@ -62,15 +62,15 @@ def decode_rows(setup: Setup, plans: list[tuple[str, float]], n_tokens: int, com
     ("none" or "fastv"). The warm-up column is the first run's (the compilation, for the compiled step).
 
     By default a random-weight decoder of `setup`'s preset and its synthetic prompt; `model` and `inputs`
-    (embeds, attention mask, visual mask) replace them, `decoders` reuses StaticDecoders (and their compiled
+    (embeds, attention mask, visual mask) replace them, `decoders` reuses Decoders (and their compiled
     graphs) across calls."""
     model = model if model is not None else build_lm(setup)
     modes = ["eager", "static"] + (["compiled"] if compile else [])
     if decoders is None:
         decoders = {}
-    decoders.setdefault("static", StaticDecoder(model))
+    decoders.setdefault("static", llm.Decoder(model, "static"))
     if compile:
-        decoders.setdefault("compiled", StaticDecoder(model, compile=True))
+        decoders.setdefault("compiled", llm.Decoder(model, "compiled"))
     inputs = inputs if inputs is not None else make_prompt(model, setup.frames)
     rows = []
     for method, r in plans:
@@ -78,7 +78,7 @@ def decode_rows(setup: Setup, plans: list[tuple[str, float]], n_tokens: int, com
         row = dict(frames=setup.frames, method=method, k=k if plan else None, r=r if plan else 0.0)
         for _ in range(repeats):
             for mode in modes:
-                state = engine.prefill(model, *inputs, plan)
+                state = llm.prefill(model, *inputs, plan)
                 row["cache_tokens"] = _cache_tokens(state)
                 per_token, warm = time_mode(model, state, mode, n_tokens, decoders.get(mode))
                 row[f"{mode}_ms"] = min(row.get(f"{mode}_ms", float("inf")), 1000 * per_token)
@@ -87,7 +87,7 @@ def decode_rows(setup: Setup, plans: list[tuple[str, float]], n_tokens: int, com
     return rows
 
 
-def _cache_tokens(state: engine.PrefillResult) -> str:
+def _cache_tokens(state: llm.PrefillResult) -> str:
     lengths = [layer.keys.shape[2] for layer in state.cache.layers]
     first, last = lengths[0], lengths[-1]
     return str(first) if first == last else f"{first} / {last}"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .. import engine
+from .. import llm
 from ..pruning import ModelDims, PruneConfig, keep_count
 from ..pruning.fastv import FastVPlan
 from ..pruning.flops import estimate_flops
@@ -85,7 +85,7 @@ def time_prefill(model, inputs, plan, device: str, repeats: int) -> tuple[float,
     for _ in range(repeats):
         _sync(device)
         t0 = time.perf_counter()
-        state = engine.prefill(model, *inputs, plan)
+        state = llm.prefill(model, *inputs, plan)
         _sync(device)
         dt = time.perf_counter() - t0
         if dt < best:
@@ -95,12 +95,12 @@ def time_prefill(model, inputs, plan, device: str, repeats: int) -> tuple[float,
 
 def time_decode(model, state, n_tokens: int, device: str) -> float:
     """Seconds per decoded token on `state`'s cache (greedy, fixed token count)."""
-    embed = model.get_input_embeddings()
-    token = embed(torch.zeros(1, 1, dtype=torch.long, device=state.logits.device))
+    lm = llm.adapt(model)
+    token = lm.embed_tokens(torch.zeros(1, 1, dtype=torch.long, device=state.logits.device))
     _sync(device)
     t0 = time.perf_counter()
     for _ in range(n_tokens):
-        engine.decode_one_token(model, state, token)
+        llm.decode_one_token(lm, state, token)
     _sync(device)
     return (time.perf_counter() - t0) / n_tokens
 
@@ -129,13 +129,13 @@ def method_rows(setup: Setup, methods: list[tuple[str, float | str]], repeats: i
         else:  # before-LLM methods: the LLM simply sees `kept` visual tokens from layer 0
             inputs, plan = make_prompt(model, setup.frames, n_keep=kept), None
         t_select = _selection_seconds(method, setup.frames, kept, setup.seed, dims.hidden, setup.device)
-        engine.prefill(model, *inputs, plan)  # warm-up
+        llm.prefill(model, *inputs, plan)  # warm-up
         t, t_rank, state = time_prefill(model, inputs, plan, setup.device, repeats)
         t_dec = time_decode(model, state, decode_tokens, setup.device)
         flops = estimate_flops(dims, n_text, n_vis, kept, layer)
         rows.append(dict(frames=setup.frames, method=method, k=layer, r=round(r, 3), kept=kept,
                          auto=decision is not None, prefill_s=t + t_select, rank_s=t_rank + t_select,
-                         decode_ms=1000 * t_dec, cache_mb=engine.cache_bytes(state.cache) / 2**20,
+                         decode_ms=1000 * t_dec, cache_mb=llm.cache_bytes(state.cache) / 2**20,
                          flops_ratio=flops.ratio))
     base = next((row["prefill_s"] for row in rows if row["method"] == "none"), None)
     for row in rows:

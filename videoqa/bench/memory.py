@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from .. import engine
+from .. import llm
 from ..measure import RssSampler
 from ..pruning import keep_count
 from ..pruning.fastv import FastVPlan
@@ -41,7 +41,7 @@ def peak_memory_mb(setup: Setup, method: str, r: float, k: int) -> float:
         inputs, plan = make_prompt(model, setup.frames, n_keep=n_keep), None
 
     def run() -> None:
-        engine.prefill(model, *inputs, plan)
+        llm.prefill(model, *inputs, plan)
 
     if setup.device.startswith("cuda"):
         torch.cuda.synchronize()

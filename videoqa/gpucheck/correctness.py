@@ -1,4 +1,4 @@
-"""Correctness on the device: the engine against transformers' own forward, an fp32 reference and itself.
+"""Correctness on the device: videoqa.llm against transformers' own forward, an fp32 reference and itself.
 
 Tolerances come from the run itself: `noise` = max |HF bf16 logits - HF fp32 logits| at the last prompt
 position is what bf16 costs transformers' own forward on this prompt. A bug (a wrong mask, a position off by
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .. import engine
+from .. import llm
 from ..pruning import keep_count
 from ..pruning.fastv import FastVPlan
 from .models import OTHER_QUESTION, QUESTION, Target, prompt_batch
@@ -29,39 +29,39 @@ K, R = 2, 0.5
 class Reference:
     """An fp32 copy of the language model (decoder + head): the reference every bf16 result is held to."""
 
-    decoder: torch.nn.Module
-    lm_head: torch.nn.Module
+    lm: llm.LanguageModel
     noise: float = 0.0  # max |HF bf16 - HF fp32| on the 8-frame prompt (set by prefill_matches_hf)
 
     @classmethod
     def of(cls, qa) -> Reference:
-        decoder, lm_head = engine.language_parts(qa.model)
-        return cls(copy.deepcopy(decoder).float(), copy.deepcopy(lm_head).float())
+        lm = copy.deepcopy(llm.adapt(qa.model))  # one copy: the parts keep sharing modules (tied weights too)
+        lm.decoder.float()
+        lm.lm_head.float()
+        return cls(lm)
 
     def tol(self, factor: float) -> float:
         return max(factor * self.noise, ABS_FLOOR)
 
 
 @torch.inference_mode()
-def hf_logits(decoder, lm_head, batch) -> Tensor:
+def hf_logits(lm: llm.LanguageModel, batch) -> Tensor:
     """transformers' own forward of the decoder over the collated prompt: last-position logits [B, V] (fp32)."""
-    dtype = next(decoder.parameters()).dtype
-    out = decoder(inputs_embeds=batch.embeds.to(dtype), attention_mask=batch.attention_mask,
-                  position_ids=batch.position_ids, use_cache=False)
-    return lm_head(out.last_hidden_state[:, -1]).float()
+    dtype = next(lm.decoder.parameters()).dtype
+    out = lm.decoder(inputs_embeds=batch.embeds.to(dtype), attention_mask=batch.attention_mask,
+                     position_ids=batch.position_ids, use_cache=False)
+    return lm.lm_head(out.last_hidden_state[:, -1]).float()
 
 
-def _prefill(qa, batch, plan=None) -> engine.PrefillResult:
-    return engine.prefill(qa.model, batch.embeds, batch.attention_mask, batch.visual_mask, plan, batch.position_ids)
+def _prefill(qa, batch, plan=None) -> llm.PrefillResult:
+    return llm.prefill(qa.model, batch.embeds, batch.attention_mask, batch.visual_mask, plan, batch.position_ids)
 
 
 def prefill_matches_hf(qa, ref: Reference) -> Check:
     """Unpruned prefill vs transformers' forward, both in the target dtype; sets ref.noise."""
     batch, _ = prompt_batch(qa, 8)
     ours = _prefill(qa, batch).logits
-    decoder, lm_head = engine.language_parts(qa.model)
-    hf = hf_logits(decoder, lm_head, batch)
-    fp32 = hf_logits(ref.decoder, ref.lm_head, batch)
+    hf = hf_logits(llm.adapt(qa.model), batch)
+    fp32 = hf_logits(ref.lm, batch)
     ref.noise = float((hf - fp32).abs().max())
     diff = float((ours - hf).abs().max())
     ok = diff <= ref.tol(0.5)
@@ -73,27 +73,23 @@ def prefill_matches_hf(qa, ref: Reference) -> Check:
 
 
 @torch.inference_mode()
-def reference_kept(decoder, batch, k: int, r: float) -> Tensor:
+def reference_kept(lm: llm.LanguageModel, batch, k: int, r: float) -> Tensor:
     """FastV's kept set computed independently: layers < k-1 by transformers' layers, then layer k-1's attention
     weights from transformers' eager attention (the full n x n matrix), last row, mean over heads, top-k.
     One unpadded sample."""
-    dtype = next(decoder.parameters()).dtype
+    dtype = next(lm.decoder.parameters()).dtype
     h = batch.embeds[:1].to(dtype)
     pos = batch.position_ids[:1]
-    pos_emb = decoder.rotary_emb(h, position_ids=pos)
+    pos_emb = lm.rotary_emb(h, position_ids=pos)
     n = h.shape[1]
     causal = torch.full((n, n), torch.finfo(dtype).min, dtype=dtype, device=h.device).triu(1)[None, None]
     for i in range(k - 1):
-        out = decoder.layers[i](h, attention_mask=causal, position_embeddings=pos_emb)
+        out = lm.layers[i](h, attention_mask=causal, position_embeddings=pos_emb)
         h = out[0] if isinstance(out, tuple) else out
-    layer = decoder.layers[k - 1]
-    kernel = decoder.config._attn_implementation
-    decoder.config._attn_implementation = "eager"  # this call only: the one kernel that returns the weights
-    try:
+    layer = lm.layers[k - 1]
+    with lm.using_kernel("eager"):  # this call only: the one kernel that returns the weights
         _, weights = layer.self_attn(hidden_states=layer.input_layernorm(h), position_embeddings=pos_emb,
                                      attention_mask=causal)
-    finally:
-        decoder.config._attn_implementation = kernel
     vis = batch.visual_mask[0].nonzero().squeeze(-1)
     scores = weights[0, :, -1].float().mean(0)[vis]
     return torch.topk(scores, keep_count(len(vis), r)).indices.sort().values
@@ -106,8 +102,8 @@ def _agreement(a: Tensor, b: Tensor) -> float:
 def fastv_kept_vs_fp32(qa, ref: Reference, frames: int) -> Check:
     batch, _ = prompt_batch(qa, frames)
     ours = _prefill(qa, batch, FastVPlan(K, R)).kept[0]
-    ref_kept = reference_kept(ref.decoder, batch, K, R)
-    same_dtype = reference_kept(engine.language_parts(qa.model)[0], batch, K, R)
+    ref_kept = reference_kept(ref.lm, batch, K, R)
+    same_dtype = reference_kept(llm.adapt(qa.model), batch, K, R)
     agree = _agreement(ours, ref_kept)
     n_vis = int(batch.visual_mask[0].sum())
     return Check(f"FastV kept set vs fp32 eager reference ({frames} frames)", verdict(agree >= AGREEMENT),
@@ -122,9 +118,9 @@ def fastv_kept_vs_fp32(qa, ref: Reference, frames: int) -> Check:
 @torch.inference_mode()
 def masked_logits(qa, batch, kept: Tensor, k: int, extra: Tensor | None = None) -> Tensor:
     """FastV by masking instead of slicing: the whole sequence through every layer, pruned visual tokens hidden
-    as keys in layers >= k. No cache, no gather: independent of the engine. `extra` [1, t, d]: tokens appended
+    as keys in layers >= k. No cache, no gather: independent of videoqa.llm. `extra` [1, t, d]: tokens appended
     after the prompt (decoding). Returns the last position's logits [1, V]."""
-    decoder, lm_head = engine.language_parts(qa.model)
+    lm = llm.adapt(qa.model)
     h = batch.embeds[:1] if extra is None else torch.cat([batch.embeds[:1], extra], 1)
     n = h.shape[1]
     vis = torch.zeros(n, dtype=torch.bool, device=h.device)
@@ -132,15 +128,15 @@ def masked_logits(qa, batch, kept: Tensor, k: int, extra: Tensor | None = None) 
     dropped = vis.clone()
     dropped[vis.nonzero().squeeze(-1)[kept]] = False
     pos = torch.arange(n, device=h.device)[None]
-    pos_emb = decoder.rotary_emb(h, position_ids=pos)
+    pos_emb = lm.rotary_emb(h, position_ids=pos)
     causal = torch.ones(n, n, dtype=torch.bool, device=h.device).tril()
     pruned = (causal & ~dropped[None]) | torch.eye(n, dtype=torch.bool, device=h.device)
     masks = [torch.zeros(n, n, dtype=h.dtype, device=h.device).masked_fill(~m, torch.finfo(h.dtype).min)[None, None]
              for m in (causal, pruned)]
-    for i, layer in enumerate(decoder.layers):
+    for i, layer in enumerate(lm.layers):
         out = layer(h, attention_mask=masks[int(i >= k)], position_embeddings=pos_emb)
         h = out[0] if isinstance(out, tuple) else out
-    return lm_head(decoder.norm(h[:, -1:]))[:, 0].float()
+    return lm.logits(h)
 
 
 def fastv_matches_masked_reference(qa, ref: Reference, steps: int = 3) -> Check:
@@ -148,14 +144,14 @@ def fastv_matches_masked_reference(qa, ref: Reference, steps: int = 3) -> Check:
     batch, _ = prompt_batch(qa, 8)
     state = _prefill(qa, batch, FastVPlan(K, R))
     kept = state.kept[0]
-    embed = qa.model.get_input_embeddings()
+    lm = llm.adapt(qa.model)
     worst = float((state.logits - masked_logits(qa, batch, kept, K)).abs().max())
     logits, extra = state.logits, []
     with torch.inference_mode():
         for _ in range(steps):
-            new = embed(logits.argmax(-1)[:, None])
+            new = lm.embed_tokens(logits.argmax(-1)[:, None])
             extra.append(new)
-            logits = engine.decode_one_token(qa.model, state, new)
+            logits = llm.decode_one_token(lm, state, new)
             masked = masked_logits(qa, batch, kept, K, torch.cat(extra, 1))
             worst = max(worst, float((logits - masked).abs().max()))
     ok = worst <= ref.tol(2.0)
@@ -172,7 +168,7 @@ def batch_matches_single(qa, ref: Reference, steps: int = 3) -> Check:
     batch, _ = prompt_batch(qa, 8, (QUESTION, OTHER_QUESTION))
     plan = FastVPlan(K, R)
     both = _prefill(qa, batch, plan)
-    embed = qa.model.get_input_embeddings()
+    lm = llm.adapt(qa.model)
     worst, agree, padded = 0.0, 1.0, []
     singles = []
     for i, question in enumerate((QUESTION, OTHER_QUESTION)):
@@ -185,9 +181,9 @@ def batch_matches_single(qa, ref: Reference, steps: int = 3) -> Check:
     with torch.inference_mode():
         for _ in range(steps):
             tokens = torch.stack([s.logits[0].argmax() for s in singles])
-            out_b = engine.decode_one_token(qa.model, both, embed(tokens[:, None]))
+            out_b = llm.decode_one_token(lm, both, lm.embed_tokens(tokens[:, None]))
             for i, s in enumerate(singles):
-                out_s = engine.decode_one_token(qa.model, s, embed(tokens[i, None, None]))
+                out_s = llm.decode_one_token(lm, s, lm.embed_tokens(tokens[i, None, None]))
                 worst = max(worst, float((out_b[i] - out_s[0]).abs().max()))
     ok = worst <= ref.tol(2.0) and agree >= AGREEMENT
     return Check("left-padded batch of 2 == each alone (FastV)", verdict(ok),
@@ -202,8 +198,8 @@ def kernels(qa, ref: Reference, target: Target) -> list[Check]:
     import importlib.util
 
     batch, _ = prompt_batch(qa, 8)
-    fp32 = hf_logits(ref.decoder, ref.lm_head, batch)
-    ref_kept = reference_kept(ref.decoder, batch, K, R)
+    fp32 = hf_logits(ref.lm, batch)
+    ref_kept = reference_kept(ref.lm, batch, K, R)
     checks = []
     for kernel in target.kernels:
         name = f"kernel {kernel}: unpruned logits vs fp32, FastV kept set"

@@ -16,7 +16,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from .. import engine
+from .. import llm
 from ..pruning import ModelDims, keep_count
 from ..pruning.adaptive import AdaptivePolicy, decide, free_memory_bytes, memory_need
 from ..pruning.fastv import FastVPlan
@@ -81,16 +81,15 @@ def memory_check(qa, frames: int, method: str, new_tokens: int, gated: bool) -> 
         decision = decide(None, dims, n_text, free_memory_bytes(qa.device), k=2, frames=frames, policy=policy)
         plan, k, kept, r = FastVPlan(2, decision.r), 2, keep_count(n_vis, decision.r), decision.r
     predicted = memory_need(dims, n_text, n_vis, kept, k, new_tokens)
-    embed = qa.model.get_input_embeddings()
-    token = embed(torch.zeros(1, 1, dtype=torch.long, device=qa.device))
+    lm = llm.adapt(qa.model)
+    token = lm.embed_tokens(torch.zeros(1, 1, dtype=torch.long, device=qa.device))
 
     @torch.inference_mode()
     def answer():
-        state = engine.prefill(qa.model, batch.embeds, batch.attention_mask, batch.visual_mask, plan,
-                               batch.position_ids)
+        state = llm.prefill(lm, batch.embeds, batch.attention_mask, batch.visual_mask, plan, batch.position_ids)
         for _ in range(new_tokens):
-            engine.decode_one_token(qa.model, state, token)
-        return engine.cache_bytes(state.cache)
+            llm.decode_one_token(lm, state, token)
+        return llm.cache_bytes(state.cache)
 
     measured, kv = peak_bytes(answer, qa.device)
     error = (predicted["need_bytes"] - measured) / measured

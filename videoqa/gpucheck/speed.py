@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import engine
+from .. import llm
 from ..bench.decode import decode_rows, format_decode_table
 from ..bench.llm import Setup
 from ..measure import device_clock
@@ -30,8 +30,8 @@ FASTV_A40_7B = (0.344, 0.230)  # FastV paper, Table 4: LLaVA-1.5-7B latency (s) 
 
 
 def _prefill(qa, batch, plan):
-    return engine.prefill(qa.model, batch.embeds, batch.attention_mask, batch.visual_mask, plan,
-                          batch.position_ids, clock=device_clock(qa.device))  # ranking timed with the device synced
+    return llm.prefill(qa.model, batch.embeds, batch.attention_mask, batch.visual_mask, plan,
+                       batch.position_ids, clock=device_clock(qa.device))  # ranking timed with the device synced
 
 
 def _time_prefill(qa, batch, plan, repeats: int) -> tuple[float, float]:
@@ -94,7 +94,7 @@ def decode_speed(qa, target: Target, report) -> list[Check]:
         rows += decode_rows(replace(setup, frames=frames), [("none", 0.0), ("fastv", 0.5)], target.decode_tokens,
                             target.compile, 2, max(1, target.repeats // 2), model=qa.model, inputs=inputs,
                             decoders=decoders)
-    weights = sum(p.numel() * p.element_size() for p in engine.language_parts(qa.model)[0].parameters())
+    weights = sum(p.numel() * p.element_size() for p in llm.adapt(qa.model).decoder.parameters())
     report.tables["Decode ms/token (K=2)"] = (
         format_decode_table(rows) + f"\n\nLanguage-model weights: {weights / 2**30:.2f} GiB read per token "
         f"(at ~4.3 TB/s, an H200's measured copy bandwidth: {1000 * weights / 4.3e12:.2f} ms/token)")

@@ -1,0 +1,95 @@
+"""The one place that knows where transformers keeps a language model's parts.
+
+Our prefill and decode loops drive the decoder's own modules (layers, rotary embedding, final norm, head) instead
+of its forward. `LanguageModel.of` finds them once per model, Video-LLaVA or a bare *ForCausalLM, and the loops
+take the result: nothing is looked up again per layer or per token. The attention kernel is the one thing read
+live, because `set_attn_implementation` may switch it after loading.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+
+from ..errors import InputError
+
+KERNELS = ("sdpa", "eager", "flash_attention_2")  # attention kernels the masks (llm.masks) are written for
+
+
+@dataclass(frozen=True, eq=False)
+class LanguageModel:
+    """A decoder LM's parts, as our loops use them. `decoder` is transformers' *Model (its forward is the
+    independent reference in checks); the other fields are its modules and the head."""
+
+    decoder: nn.Module
+    layers: nn.ModuleList
+    rotary_emb: nn.Module
+    norm: nn.Module
+    embed_tokens: nn.Module
+    lm_head: nn.Module
+    cache_keyword: str  # the layers' cache argument: `cache` from transformers 5.24, `past_key_values` before
+
+    @classmethod
+    def of(cls, model: nn.Module) -> LanguageModel:
+        """The parts of a VideoLlavaForConditionalGeneration or a bare *ForCausalLM."""
+        inner = model.model
+        decoder = getattr(inner, "language_model", inner)
+        # 5.24 still accepts `past_key_values`, but warns on every call; older versions know only that name.
+        params = inspect.signature(type(decoder.layers[0]).forward).parameters
+        return cls(decoder=decoder, layers=decoder.layers, rotary_emb=decoder.rotary_emb, norm=decoder.norm,
+                   embed_tokens=model.get_input_embeddings(), lm_head=model.lm_head,
+                   cache_keyword="cache" if "cache" in params else "past_key_values")
+
+    @property
+    def config(self):
+        return self.decoder.config
+
+    @property
+    def n_layers(self) -> int:
+        return self.config.num_hidden_layers
+
+    @property
+    def kernel(self) -> str:
+        return self.config._attn_implementation
+
+    def check_kernel(self) -> str:
+        """The attention kernel, if our masks are written for it (InputError otherwise)."""
+        if self.kernel not in KERNELS:
+            raise InputError(f"attention kernel {self.kernel!r} is not supported; use one of {', '.join(KERNELS)}")
+        return self.kernel
+
+    @contextmanager
+    def using_kernel(self, kernel: str) -> Iterator[None]:
+        """Run the decoder with another attention kernel for a while (e.g. eager, the one returning weights)."""
+        saved = self.config._attn_implementation
+        self.config._attn_implementation = kernel
+        try:
+            yield
+        finally:
+            self.config._attn_implementation = saved
+
+    def run_layer(self, i: int, h: Tensor, mask: Tensor | None, pos_emb: tuple[Tensor, Tensor], cache) -> Tensor:
+        """Layer `i` on hidden states `h`, caching its keys and values in `cache` (anything with `update`)."""
+        # RoPE comes in pos_emb. position_ids are not passed: FlashAttention-2 would read gaps in them (FastV's
+        # kept positions) as packed sequences and check for that with a device sync in every layer.
+        out = self.layers[i](h, attention_mask=mask, position_embeddings=pos_emb, use_cache=True,
+                             **{self.cache_keyword: cache})
+        return out[0] if isinstance(out, tuple) else out
+
+    def logits(self, h: Tensor) -> Tensor:
+        """Float logits [B, V] of the last position of hidden states `h` [B, n, d]."""
+        return self.lm_head(self.norm(h[:, -1:]))[:, 0].float()
+
+
+def adapt(model: nn.Module | LanguageModel) -> LanguageModel:
+    """`model`'s parts; a LanguageModel is returned as it is, so callers that loop resolve it once."""
+    return model if isinstance(model, LanguageModel) else LanguageModel.of(model)
+
+
+def check_kernel(model: nn.Module | LanguageModel) -> str:
+    """The LM's attention kernel, if the loops support it (InputError otherwise)."""
+    return adapt(model).check_kernel()

@@ -1,0 +1,217 @@
+"""Greedy decoding: one loop, over the prefill's own cache or over a preallocated one (in the style of gpt-fast).
+
+"eager" steps on the prefill's DynamicCache, which grows by one slot a token, with masks rebuilt in Python. On a
+GPU such a 7B step costs several times its memory-bandwidth limit, because Python launches some 500 kernels one
+by one. "static" first copies the prompt's keys and values into fixed-size buffers — layers < K sized for every
+prompt token, layers >= K for the kept ones only (FastV's saving stays) — with room for the answer. Each step then
+has fixed shapes and no Python branching on data: it writes the new token's keys and values at a slot given as a
+tensor, and attends over the whole buffer with a mask that hides padding and slots not written yet. "compiled"
+wraps that step in `torch.compile` (on CUDA a CUDA graph, mode="reduce-overhead", replayed per token).
+
+Either way the decoder's own layers run the step, with the configured attention kernel. Buffer lengths are
+rounded up to a multiple of BUCKET so that prompts of similar lengths share one compiled graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+from transformers import DynamicCache
+
+from ..errors import InputError
+from .adapter import LanguageModel, adapt
+from .masks import layer_mask, slot_mask
+from .prompt import PrefillResult
+
+BUCKET = 256  # buffer lengths are multiples of this: one compiled graph serves many prompt lengths
+DECODE_MODES = ("eager", "static", "compiled")
+
+
+def _forward_token(lm: LanguageModel, h: Tensor, position: Tensor, masks: tuple, cache, k: int) -> Tensor:
+    """One new token per sample ([B, 1, d]) through every layer: `masks[0]` for layers < k, `masks[1]` from k."""
+    pos_emb = lm.rotary_emb(h, position_ids=position)
+    for i in range(lm.n_layers):
+        h = lm.run_layer(i, h, masks[int(i >= k)], pos_emb, cache)
+    return lm.logits(h)
+
+
+@torch.inference_mode()
+def decode_one_token(model: nn.Module | LanguageModel, state: PrefillResult, token_embeds: Tensor) -> Tensor:
+    """Feed one new token per sample ([B, 1, d]) on the prefill's cache; returns logits [B, V]. Updates `state`
+    in place. (Pass a LanguageModel when stepping repeatedly: a model's parts are resolved on every call.)"""
+    lm = adapt(model)
+    ones = torch.ones(token_embeds.shape[0], 1, dtype=torch.bool, device=token_embeds.device)
+    state.full_mask = torch.cat([state.full_mask, ones], dim=1)
+    if state.pruned_mask is not None:
+        state.pruned_mask = torch.cat([state.pruned_mask, ones], dim=1)
+    full = layer_mask(lm.kernel, state.full_mask, 1, token_embeds.dtype)
+    pruned = None if state.pruned_mask is None else layer_mask(lm.kernel, state.pruned_mask, 1, token_embeds.dtype)
+    k = state.k if state.k is not None else lm.n_layers
+    logits = _forward_token(lm, token_embeds, state.next_position[:, None], (full, pruned), state.cache, k)
+    state.next_position = state.next_position + 1
+    return logits
+
+
+@dataclass
+class KVLayer:
+    """One layer's buffers, [B, kv_heads, length, head_dim] (the attribute names of transformers' cache layers)."""
+
+    keys: Tensor
+    values: Tensor
+
+
+@dataclass
+class StaticKVCache:
+    """Preallocated keys/values of every layer. Group 0 = layers < k (every prompt token), group 1 = layers >= k
+    (the kept tokens). In each group the prompt fills slots [0, start) and decoded tokens go to start, start+1, ...
+    """
+
+    layers: list[KVLayer]
+    k: int  # first layer of group 1 (n_layers: no pruning, one group)
+    valid: tuple[Tensor, Tensor]  # per group [B, length]: prompt slots that hold a real token (padding: False)
+    start: tuple[Tensor, Tensor]  # per group [1]: the first decode slot (a tensor: compiled steps do not
+    # specialise on the prompt's length)
+    next_position: Tensor  # [B] RoPE position of the first decoded token
+    capacity: int  # decode steps the buffers have room for
+
+    @classmethod
+    def from_prefill(cls, state: PrefillResult, n_layers: int, max_new_tokens: int) -> StaticKVCache:
+        """Copy a prefill's cache into buffers with room for `max_new_tokens` decoded tokens."""
+        k = state.k if state.k is not None else n_layers
+        prompt_masks = (state.full_mask, state.pruned_mask if state.pruned_mask is not None else state.full_mask)
+        lengths = tuple(_bucket(m.shape[1] + max_new_tokens) for m in prompt_masks)
+        layers = []
+        for i, src in enumerate(state.cache.layers):
+            g = int(i >= k)
+            layers.append(KVLayer(_padded(src.keys, lengths[g]), _padded(src.values, lengths[g])))
+            src.keys = src.values = None  # free the prefill's copy layer by layer: the KV is never held twice
+        device = state.full_mask.device
+        valid = tuple(torch.nn.functional.pad(m.bool(), (0, lengths[g] - m.shape[1]))
+                      for g, m in enumerate(prompt_masks))
+        start = tuple(torch.tensor([m.shape[1]], device=device) for m in prompt_masks)
+        return cls(layers, k, valid, start, state.next_position.clone(), max_new_tokens)
+
+
+def _bucket(n: int) -> int:
+    return -(-n // BUCKET) * BUCKET
+
+
+def _padded(t: Tensor, length: int) -> Tensor:
+    out = t.new_zeros(*t.shape[:2], length, t.shape[3])
+    out[:, :, : t.shape[2]] = t
+    if out.is_cuda:  # the buffers are updated in place: CUDA graphs may then keep them as fixed inputs
+        torch._dynamo.mark_static_address(out)
+    return out
+
+
+class _SlotWriter:
+    """What the decoder layers see as their cache during one static step: each layer's new key/value goes to this
+    step's slot of its group, and attention reads the whole buffer."""
+
+    def __init__(self, cache: StaticKVCache, slots: tuple[Tensor, Tensor]):
+        self.cache, self.slots = cache, slots
+
+    def update(self, key: Tensor, value: Tensor, layer_idx: int, *args, **kwargs) -> tuple[Tensor, Tensor]:
+        layer, slot = self.cache.layers[layer_idx], self.slots[int(layer_idx >= self.cache.k)]
+        layer.keys.index_copy_(2, slot, key)
+        layer.values.index_copy_(2, slot, value)
+        return layer.keys, layer.values
+
+
+def static_step(lm: LanguageModel, cache: StaticKVCache, tokens: Tensor, step: Tensor) -> tuple[Tensor, Tensor]:
+    """Feed `tokens` [B] as decode step `step` ([1], a tensor so a compiled step serves every step) on a static
+    cache. Returns (logits [B, V] float32, the greedy next tokens [B])."""
+    h = lm.embed_tokens(tokens[:, None])
+    slots = (cache.start[0] + step, cache.start[1] + step)
+    masks = tuple(slot_mask(lm.kernel, cache.valid[g], cache.start[g], slots[g], h.dtype) for g in (0, 1))
+    logits = _forward_token(lm, h, (cache.next_position + step)[:, None], masks, _SlotWriter(cache, slots), cache.k)
+    return logits, logits.argmax(-1)
+
+
+class Decoder:
+    """Greedy decoding of one model in one mode (DECODE_MODES). Its parts are resolved once, here; with
+    "compiled", graphs are kept per buffer shape, so the first answer of each shape pays the compilation."""
+
+    def __init__(self, model: nn.Module | LanguageModel, mode: str = "eager", backend: str = "inductor"):
+        if mode not in DECODE_MODES:
+            raise InputError(f"unknown decode mode {mode!r}; choose one of {', '.join(DECODE_MODES)}")
+        self.lm = adapt(model)
+        self.mode = mode
+        self.compiled = mode == "compiled"
+        self._static_step: Callable = static_step
+        if self.compiled:
+            # fullgraph: a graph break would mean Python (and data-dependent branching) inside the step.
+            device = next(self.lm.decoder.parameters()).device
+            cuda_graph = device.type == "cuda" and backend == "inductor"
+            self._static_step = torch.compile(static_step, backend=backend, fullgraph=True,
+                                              mode="reduce-overhead" if cuda_graph else None)
+
+    @torch.inference_mode()
+    def step(self, cache: StaticKVCache, tokens: Tensor, step: Tensor) -> tuple[Tensor, Tensor]:
+        """One static-cache step; the outputs are copies (a CUDA graph's outputs are overwritten by its next
+        replay)."""
+        if self.compiled and tokens.is_cuda:
+            torch.compiler.cudagraph_mark_step_begin()
+        logits, nxt = self._static_step(self.lm, cache, tokens, step)
+        return logits.clone(), nxt.clone()
+
+    def _stepper(self, state: PrefillResult, max_new_tokens: int) -> Callable[[Tensor], Tensor]:
+        """tokens [B] -> the greedy next tokens [B], on the cache of this decoder's mode."""
+        if self.mode == "eager":
+            return lambda tokens: decode_one_token(self.lm, state, self.lm.embed_tokens(tokens[:, None])).argmax(-1)
+        # The prefill's cache moves into the static one (`state.cache` becomes it): the KV is never held twice.
+        cache = StaticKVCache.from_prefill(state, self.lm.n_layers, max(1, max_new_tokens - 1))
+        state.cache = cache
+        step = torch.zeros(1, dtype=torch.long, device=state.logits.device)
+
+        def advance(tokens: Tensor) -> Tensor:
+            _, nxt = self.step(cache, tokens, step)
+            step.add_(1)
+            return nxt
+        return advance
+
+    @torch.inference_mode()
+    def decode_n_tokens(self, state: PrefillResult, max_new_tokens: int,
+                        eos_token_id: int | Iterable[int] | None) -> Iterator[Tensor]:
+        """Yields the next token of every sample ([B]); stops when all samples hit an EOS id (any of them)."""
+        advance = self._stepper(state, max_new_tokens)
+        next_tokens = state.logits.argmax(-1)
+        done = torch.zeros_like(next_tokens, dtype=torch.bool)
+        eos = torch.tensor(sorted(eos_ids(eos_token_id)), dtype=next_tokens.dtype, device=next_tokens.device)
+        for i in range(max_new_tokens):
+            yield next_tokens
+            done |= torch.isin(next_tokens, eos)
+            if bool(done.all()) or i == max_new_tokens - 1:
+                return
+            next_tokens = advance(next_tokens)
+
+
+def decoder_for(model: nn.Module | LanguageModel, mode: str) -> Decoder:
+    """The decoder for a decode mode ("eager", "static" or "compiled"; InputError otherwise)."""
+    return Decoder(model, mode)
+
+
+def decode_n_tokens(model: nn.Module | LanguageModel, state: PrefillResult, max_new_tokens: int,
+                    eos_token_id: int | Iterable[int] | None) -> Iterator[Tensor]:
+    """Greedy decoding on the prefill's own cache (the "eager" mode)."""
+    return Decoder(model).decode_n_tokens(state, max_new_tokens, eos_token_id)
+
+
+def eos_ids(eos_token_id: int | Iterable[int] | None) -> set[int]:
+    """A generation config's EOS id(s) as a set: Qwen2-style configs list several, and any of them ends."""
+    if eos_token_id is None:
+        return set()
+    return {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id)
+
+
+def cache_bytes(cache: DynamicCache | StaticKVCache) -> int:
+    """Bytes held by a cache's keys and values, all layers."""
+    total = 0
+    for layer in cache.layers:
+        for t in (layer.keys, layer.values):
+            if t is not None:
+                total += t.numel() * t.element_size()
+    return total
