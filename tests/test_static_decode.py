@@ -3,6 +3,7 @@ not, batched."""
 
 from __future__ import annotations
 
+import inspect
 import os
 
 import pytest
@@ -157,6 +158,34 @@ def test_inductor_compiled_decode_gives_the_eager_tokens(model):
     compiled = Decoder(model, "compiled")
     assert torch.stack(list(compiled.decode_n_tokens(llm.prefill(model, *inputs, plan), 6, None))).tolist() == \
         torch.stack(eager).tolist()
+
+
+@torch.no_grad()
+def test_model_internals_are_resolved_once_not_per_token(model, monkeypatch):
+    """The decoder's parts, its layers' cache keyword among them (read with inspect.signature), are resolved once
+    per Decoder, or once per call given the bare model: never again for each decoded token."""
+    layer_forward = type(llm.adapt(model).layers[0]).forward
+    lookups = []
+    signature = inspect.signature
+
+    def counting(obj, *args, **kwargs):
+        if obj is layer_forward:
+            lookups.append(obj)
+        return signature(obj, *args, **kwargs)
+
+    monkeypatch.setattr(inspect, "signature", counting)
+    inputs = batch_of_two(model)
+    plan = FastVPlan(k=2, r=0.5)
+    decoders = [decoder_for(model, mode) for mode in ("eager", "static")]
+    assert len(lookups) == 2
+    for decoder in decoders:
+        for n_tokens in (2, 9):
+            state = llm.prefill(decoder.lm, *inputs, plan)
+            assert len(list(decoder.decode_n_tokens(state, n_tokens, None))) == n_tokens
+    assert len(lookups) == 2
+    state = llm.prefill(model, *inputs, plan)
+    assert len(list(llm.decode_n_tokens(model, state, 9, None))) == 9
+    assert len(lookups) == 4
 
 
 def test_pipeline_static_decode_answers_as_eager(tiny_qa):
