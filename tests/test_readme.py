@@ -25,7 +25,7 @@ def test_readme_python_example_runs(monkeypatch):
 def test_readme_layout_names_every_module():
     """The README's Layout section lists every module of the package under its folder."""
     block = re.search(r"## Layout\n\n```\n(.*?)```", (REPO / "README.md").read_text(), re.S).group(1)
-    entries: dict[str, str] = {}  # "engine.py" or "batch/" -> its description (continuation lines included)
+    entries: dict[str, str] = {}  # "pipeline.py" or "batch/" -> its description (continuation lines included)
     name = None
     for line in block.splitlines():
         if line.startswith("  ") and not line.startswith("   "):

@@ -1,7 +1,7 @@
 """FastV's ranking: the attention the text pays each visual token at layer K-1, and the top tokens to keep.
 
-The engine runs the layers; between layer K-1 and layer K it calls `rank` with layer K-1's input and the
-keys that layer just cached. Only the attention rows of the ranking queries are recomputed (the last
+The prefill (videoqa.llm) runs the layers; between layer K-1 and layer K it calls `rank` with layer K-1's input
+and the keys that layer just cached. Only the attention rows of the ranking queries are recomputed (the last
 prompt token, or every text token after the visual span), so no n x n matrix is formed and every layer
 keeps its fast attention kernel.
 """
