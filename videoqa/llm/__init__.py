@@ -22,12 +22,10 @@ from .decode import (
     decode_one_token,
     decoder_for,
     eos_ids,
-    static_step,
 )
-from .prompt import PrefillResult, position_ids_from_mask, prefill
+from .prompt import PrefillResult, prefill
 
 __all__ = [
     "BUCKET", "DECODE_MODES", "KERNELS", "Decoder", "LanguageModel", "PrefillResult", "StaticKVCache", "adapt",
-    "cache_bytes", "check_kernel", "decode_n_tokens", "decode_one_token", "decoder_for", "eos_ids",
-    "position_ids_from_mask", "prefill", "static_step",
+    "cache_bytes", "check_kernel", "decode_n_tokens", "decode_one_token", "decoder_for", "eos_ids", "prefill",
 ]
