@@ -1,8 +1,8 @@
-"""Accuracy of a model on a long-clip split (samples/synth_long.py) at several frame counts, unpruned,
+"""Accuracy of a model on a long-clip split (videoqa/synth/long.py) at several frame counts, unpruned,
 by question type, clip length and event position: the training-side check of samples/demo-long-model.
 
-    python samples/synth_long.py --split test --out /tmp/long-test --n 120
-    python samples/eval_long.py --model samples/demo-long-model --root /tmp/long-test --frames 8 16 24
+    python -m videoqa.synth.long --split test --out /tmp/long-test --n 120
+    python scripts/eval_long.py --model samples/demo-long-model --root /tmp/long-test --frames 8 16 24
 
 Answers go through videoqa.pipeline.VideoQA (the app's own path) and are scored with the exact judge of
 `videoqa eval --judge exact`. "event" columns count only the event questions (colour/shape of the brief
@@ -65,7 +65,7 @@ def synth_long_scene(m: dict) -> synth_long.LongScene:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True)
-    p.add_argument("--root", required=True, help="a split written by samples/synth_long.py")
+    p.add_argument("--root", required=True, help="a split written by python -m videoqa.synth.long")
     p.add_argument("--frames", type=int, nargs="+", default=[8, 16, 24])
     p.add_argument("--out", help="also write the figures as JSON here")
     args = p.parse_args(argv)

@@ -1,4 +1,4 @@
-"""Regenerate the README's screenshots of the web chat: desktop and phone, chat and compare mode.
+"""Regenerate the screenshots of the web chat (README.md, docs/web-chat.md): desktop and phone, chat and compare mode.
 
     python scripts/shoot.py                  # in a checkout: writes ui/screenshots/*.png
 

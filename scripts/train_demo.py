@@ -1,12 +1,12 @@
-"""Train the demo Video-LLaVA (samples/demo-model) from scratch on synthetic clips (`videoqa.samples.synth`).
+"""Train the demo Video-LLaVA (samples/demo-model) from scratch on synthetic clips (`videoqa.synth.short`).
 
-    OMP_NUM_THREADS=1 python samples/train_demo.py       # the shipped run: every setting is a TrainArgs default
-    python samples/train_demo.py --eval-only --out samples/demo-model --eval-clips 200   # held-out accuracy
+    OMP_NUM_THREADS=1 python scripts/train_demo.py       # the shipped run: every setting is a TrainArgs default
+    python scripts/train_demo.py --eval-only --out samples/demo-model --eval-clips 200   # held-out accuracy
 
 Clips go through the same path as inference (H.264 mp4, the same 8-frame sampling, the model's own
 processor); each training sequence packs a clip's three questions as turns of one conversation in the
 checkpoint's prompt format, and the loss covers only the answers. How the shipped model was trained, and
-the trials that chose these settings, are in the README ("The demo model: how it was trained").
+the trials that chose these settings, are in docs/demo-models.md ("How it was trained").
 """
 
 from __future__ import annotations

@@ -9,11 +9,11 @@ random, so no single frame tells which way it goes.
 
 Write the held-out split in the Video-LLaVA eval layout (test_q.json, test_a.json, videos/):
 
-    python samples/synth.py --split test --out /tmp/demo-test
+    python -m videoqa.synth.short --split test --out /tmp/demo-test
 
 and a few sample clips with a questions.json:
 
-    python samples/synth.py --split samples --out samples/clips
+    python -m videoqa.synth.short --split samples --out samples/clips
 """
 
 from __future__ import annotations
