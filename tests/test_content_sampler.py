@@ -11,6 +11,7 @@ import clipgen
 import numpy as np
 import pytest
 
+from videoqa import video
 from videoqa.change_sampler import ChangeScan, content_indices
 from videoqa.errors import InputError
 from videoqa.synth import long, short
@@ -130,3 +131,12 @@ def test_unknown_sampler_is_one_clear_error(tmp_path):
         sample_frames(path, 8, sampler="smart")
     data = json.loads(json.dumps(sample_frames(path, 8, sampler="content").to_dict()))
     assert data["sampler"] == "content"
+
+
+def test_a_frame_count_the_backend_disagrees_with_falls_back_to_uniform(tmp_path, monkeypatch):
+    path = clipgen.write_clip(tmp_path / "c.mp4", n_frames=60)
+    real = video.scan_changes(path)
+    monkeypatch.setattr(video, "scan_changes", lambda p: replace(real, n_frames=real.n_frames + 1))
+    clip = sample_frames(path, 8, sampler="content")
+    assert clip.sampler == "uniform" and clip.indices == frame_indices(60, 8)
+    assert clip.warnings == ["frames chosen uniformly: the change scan decoded 61 frames, pyav 60"]

@@ -23,6 +23,10 @@ an unstable frame count). An explicit backend runs only that backend. Input prob
 not a video, no video stream, unknown codec, no decodable frame) raise ``VideoError`` at once and are
 never handed to decord: both decode with FFmpeg, and corrupt input is where decord crashes.
 
+``sampler="content"`` (videoqa/change_sampler.py) keeps every other uniform frame and moves the rest to where
+the video changes, found by a first pass that decodes every frame into small grey thumbnails; a clip without
+change gets exactly the uniform frames. ``Clip.sampler`` says which sampler chose the frames.
+
 Clips shorter than N frames repeat frames so N are always returned (e.g. 3 frames, N=8 gives indices
 ``[0, 0, 0, 0, 1, 1, 1, 2]``); ``Clip.distinct_frames`` says how many different frames there are.
 
