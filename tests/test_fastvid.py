@@ -23,8 +23,9 @@ from videoqa.pruning.fastvid import (
 
 
 def _official(hidden, attn, global_feats, ratio, c=8, tau=0.9, d=0.4, p=4, beta=0.6):
-    """LunarShen/FastVID's prefill pruning for LLaVA-Video (and LLaVA-OneVision), transcribed for one video's
-    patch tokens.
+    """LunarShen/FastVID's prefill pruning, transcribed for one video's patch tokens: the segment budget split
+    of its Qwen2.5-VL code and the merge of its LLaVA-OneVision/LLaVA-Video code (the split is the same for
+    single-frame segments; the Qwen2.5-VL merge leaves the anchor out of its own mean).
 
     hidden [F, P, D] (no newline tokens), attn [F, P], global_feats [F, G]. Returns the kept indices into the
     flattened F*P patches (ascending) and the features the LLM sees for them.

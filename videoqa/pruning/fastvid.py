@@ -25,7 +25,10 @@ Our layout and the official models differ; the adaptations, each the smallest th
   counts against that budget (as our VisPruner does), and it is never merged or absorbed.
 - Budgets are exact: `keep` is split over frames as for VisPruner (keep // F each, the rest spread over the
   clip), a segment's patch budget is the sum over its frames minus their CLS tokens. When every frame gets
-  the same budget this is the official per-frame retention times the segment length.
+  the same budget this is the official per-frame retention times the segment length. Its salient/context
+  split is the official Qwen2.5-VL variant's (int(d * segment budget) context tokens, remainders spread
+  evenly); the LLaVA-OneVision/LLaVA-Video variant takes int(d * per-frame retention) per frame and floors
+  each anchor's share. The two agree on single-frame segments, which is every segment at 8 frames.
 - Where an anchor frame has fewer free patches than its context count (only at mild pruning, which the
   official code never runs and where it fails), the excess becomes salient tokens of the segment's frames
   with room, first frame first.
