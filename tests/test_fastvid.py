@@ -12,11 +12,20 @@ from videoqa.cli.options import prune_from_args
 from videoqa.errors import InputError
 from videoqa.pruning import PruneConfig, keep_count
 from videoqa.pruning.base import VisualLayout
-from videoqa.pruning.fastvid import FastVIDParams, density_peaks, frame_similarities, segment_sizes, select_fastvid
+from videoqa.pruning.fastvid import (
+    FastVIDParams,
+    density_peaks,
+    frame_similarities,
+    merge_into,
+    segment_sizes,
+    select_fastvid,
+)
 
 
 def _official(hidden, attn, global_feats, ratio, c=8, tau=0.9, d=0.4, p=4, beta=0.6):
-    """LunarShen/FastVID's prefill pruning for LLaVA-Video, transcribed for one video's patch tokens.
+    """LunarShen/FastVID's prefill pruning, transcribed for one video's patch tokens: the segment budget split
+    of its Qwen2.5-VL code and the merge of its LLaVA-OneVision/LLaVA-Video code (the split is the same for
+    single-frame segments; the Qwen2.5-VL merge leaves the anchor out of its own mean).
 
     hidden [F, P, D] (no newline tokens), attn [F, P], global_feats [F, G]. Returns the kept indices into the
     flattened F*P patches (ascending) and the features the LLM sees for them.
@@ -81,7 +90,9 @@ def _official(hidden, attn, global_feats, ratio, c=8, tau=0.9, d=0.4, p=4, beta=
         every = torch.arange(n * frm_len)
         ctx_tok = []
         for ctx in ctx_idx:
-            merge = every[~torch.isin(every, torch.cat([sal, ctx]))]
+            # LLaVA-OneVision/LLaVA-Video: every non-salient token of the segment is assigned, the anchor's own
+            # context tokens included (each joins itself), so a context token is in its own mean.
+            merge = every[~torch.isin(every, sal)]
             onehot = torch.zeros(len(merge), len(ctx))
             onehot.scatter_(1, (unit[merge] @ unit[ctx].T).argmax(dim=1).unsqueeze(-1), 1)
             w = (1 / (onehot.sum(dim=0).unsqueeze(-1) + 1)).clamp(min=beta)
@@ -193,13 +204,47 @@ def test_merge_weights_sum_to_one_and_follow_the_official_rule():
             continue
         merged_any = True
         assert i in sel.details["context"] and i not in group
-        own = max(1 / (len(group) + 1), params.beta)
-        expected = own * flat[i] + (1 - own) * flat[group].mean(dim=0)
+        # the official rule: the token's mean includes itself, w = max(1 / (members + 1), beta)
+        own = max(1 / (len(group) + 2), params.beta)
+        expected = own * flat[i] + (1 - own) * flat[[i, *group]].mean(dim=0)
         torch.testing.assert_close(row, expected)
         torch.testing.assert_close(row.sum(), torch.tensor(1.0))
     assert merged_any
     salient = set(sel.details["salient"])
     assert all(not group for i, group in zip(sel.kept, sel.absorbed, strict=True) if i in salient)
+
+
+def _official_merge(x, targets, members, beta):
+    """The LLaVA-Video code's merge, one target at a time: every member (the targets included) joins its most
+    cosine-similar target, first on ties; a target becomes w * itself + (1 - w) * mean(its members), w =
+    max(1 / (members + 1), beta)."""
+    unit = x / x.norm(dim=-1, keepdim=True)
+    rows = []
+    for j, t in enumerate(targets):
+        mine = [m for m in members if int(torch.argmax(unit[m] @ unit[targets].T)) == j]
+        w = max(1 / (len(mine) + 1), beta)
+        rows.append(w * x[t] + (1 - w) * x[mine].mean(dim=0) if mine else x[t])
+    return torch.stack(rows)
+
+
+@pytest.mark.parametrize("beta", [0.6, 0.3, 0.0])
+def test_merge_includes_the_anchor_in_its_own_mean_like_the_official_code(beta):
+    torch.manual_seed(11)
+    x = torch.randn(40, 8)
+    targets = torch.tensor([3, 17, 30])
+    members = torch.tensor([i for i in range(40) if i not in (5, 6, 7)])  # 5-7 salient: never merged
+    merged, groups = merge_into(x, torch.nn.functional.normalize(x, dim=-1), targets, members, beta)
+    torch.testing.assert_close(merged, _official_merge(x, targets.tolist(), members.tolist(), beta))
+    assert sorted(i for g in groups for i in g) == sorted(set(members.tolist()) - set(targets.tolist()))
+
+    # By hand: target e0 absorbs two tokens; at beta 0.6 they weigh 0.4 * 2/3 together, not 0.4.
+    e = torch.eye(6)
+    x = torch.stack([e[0], e[1], e[0] + 0.5 * e[2], e[0] + 0.5 * e[3], e[1] + 0.5 * e[4]])
+    merged, groups = merge_into(x, torch.nn.functional.normalize(x, dim=-1), torch.tensor([0, 1]),
+                                torch.arange(5), 0.6)
+    assert groups == [[2, 3], [4]]
+    torch.testing.assert_close(merged[0], e[0] + 0.4 / 3 * 0.5 * (e[2] + e[3]))  # e0: 0.6 + 0.4 * 3/3
+    torch.testing.assert_close(merged[1], e[1] + 0.4 / 2 * 0.5 * e[4])
 
 
 def test_every_dropped_patch_is_absorbed_once_per_anchor_of_its_segment():

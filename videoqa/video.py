@@ -23,6 +23,10 @@ an unstable frame count). An explicit backend runs only that backend. Input prob
 not a video, no video stream, unknown codec, no decodable frame) raise ``VideoError`` at once and are
 never handed to decord: both decode with FFmpeg, and corrupt input is where decord crashes.
 
+``sampler="content"`` (videoqa/change_sampler.py) keeps every other uniform frame and moves the rest to where
+the video changes, found by a first pass that decodes every frame into small grey thumbnails; a clip without
+change gets exactly the uniform frames. ``Clip.sampler`` says which sampler chose the frames.
+
 Clips shorter than N frames repeat frames so N are always returned (e.g. 3 frames, N=8 gives indices
 ``[0, 0, 0, 0, 1, 1, 1, 2]``); ``Clip.distinct_frames`` says how many different frames there are.
 
@@ -43,16 +47,20 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
 import av
 import numpy as np
 
+from videoqa.change_sampler import MAX_THUMBS, SCAN_FPS, THUMB_SIZE, ChangeScan, content_indices
 from videoqa.errors import InputError, VideoError
 
 BACKENDS = ("auto", "pyav", "decord")
+SAMPLERS = ("uniform", "content")  # content: videoqa/change_sampler.py
 DECORD_TIMEOUT_S = 60.0  # a decord call longer than this is treated as hung
 
 
@@ -77,6 +85,7 @@ class Clip:
     backend: str  # "pyav" or "decord": the one that produced the frames
     rotation: int = 0  # degrees the frames were turned counter-clockwise for display (FFmpeg's convention)
     warnings: list[str] = field(default_factory=list)  # what the file could not give (see module docstring)
+    sampler: str = "uniform"  # how the frames were chosen: "uniform" or "content" (see sample_frames)
 
     @property
     def distinct_frames(self) -> int:
@@ -89,6 +98,7 @@ class Clip:
             "indices": list(self.indices),
             "timestamps": [round(t, 6) for t in self.timestamps],
             "backend": self.backend,
+            "sampler": self.sampler,
             "frame_shape": list(self.frames.shape),
             "distinct_frames": self.distinct_frames,
             "rotation": self.rotation,
@@ -358,7 +368,10 @@ def _decode_seeking(path: Path, scan: _Scan, wanted: list[int]) -> dict[int, _Fr
     return kept
 
 
-def _sample_pyav(path: Path, num_frames: int, allow_seek: bool = True) -> Clip:
+Pick = Callable[[int, int], list[int]]  # (frames in the file, frames wanted) -> frame numbers, ascending
+
+
+def _sample_pyav(path: Path, num_frames: int, allow_seek: bool = True, pick: Pick = frame_indices) -> Clip:
     with _open(path) as container:
         stream = _video_stream(container, path)
         scan = _scan(container, stream)
@@ -381,10 +394,10 @@ def _sample_pyav(path: Path, num_frames: int, allow_seek: bool = True) -> Clip:
     total = estimate
     decoded = None  # frames the decoder gave, when every frame was decoded
     if can_seek:
-        wanted = frame_indices(total, num_frames)
+        wanted = pick(total, num_frames)
         kept = _decode_seeking(path, scan, wanted)
     if kept is None:
-        wanted = frame_indices(estimate, num_frames)
+        wanted = pick(estimate, num_frames)
         kept, total = _decode_in_order(path, set(wanted))
         decoded = total
         if total == 0:
@@ -392,7 +405,7 @@ def _sample_pyav(path: Path, num_frames: int, allow_seek: bool = True) -> Clip:
             # corrupt input is where decord crashes), so this is final.
             raise VideoError(path, "no decodable video frame (truncated or corrupt file)")
         if total != estimate:
-            wanted = frame_indices(total, num_frames)
+            wanted = pick(total, num_frames)
             if not set(wanted) <= kept.keys():
                 kept, recount = _decode_in_order(path, set(wanted))
                 if recount != total or not set(wanted) <= kept.keys():
@@ -487,7 +500,8 @@ def _run_with_timeout(fn, timeout_s: float):
     return box["value"]
 
 
-def _sample_decord(path: Path, num_frames: int, timeout_s: float = DECORD_TIMEOUT_S) -> Clip:
+def _sample_decord(path: Path, num_frames: int, timeout_s: float = DECORD_TIMEOUT_S,
+                   pick: Pick = frame_indices) -> Clip:
     # PyAV vets the file first: decord never sees anything FFmpeg cannot open as a video.
     with _open(path) as container:
         stream = _video_stream(container, path)
@@ -502,7 +516,7 @@ def _sample_decord(path: Path, num_frames: int, timeout_s: float = DECORD_TIMEOU
     if rotation is None:  # corrupt input is where decord crashes: never hand it over
         raise VideoError(path, "no decodable video frame (truncated or corrupt file)")
     if rotation:  # decord turns some display matrices itself, garbles others (90 degrees), ignores Matroska's
-        return _sample_pyav(path, num_frames)
+        return _sample_pyav(path, num_frames, pick=pick)
     try:
         import decord
     except ImportError as e:
@@ -513,7 +527,7 @@ def _sample_decord(path: Path, num_frames: int, timeout_s: float = DECORD_TIMEOU
         count = len(reader)
         if count not in accepted:
             return count, None, None
-        wanted = frame_indices(count, num_frames)
+        wanted = pick(count, num_frames)
         frames = reader.get_batch(wanted).asnumpy()
         times = reader.get_frame_timestamp(wanted)[:, 0]
         return count, frames, times
@@ -521,7 +535,7 @@ def _sample_decord(path: Path, num_frames: int, timeout_s: float = DECORD_TIMEOU
     count, frames, times = _run_with_timeout(work, timeout_s)
     if frames is None:
         raise _BackendFailed(f"decord counts {count} frames, the container holds {sorted(accepted)}")
-    wanted = frame_indices(count, num_frames)
+    wanted = pick(count, num_frames)
     info.total_frames = count
     return Clip(
         frames=np.ascontiguousarray(frames, dtype=np.uint8),
@@ -545,12 +559,12 @@ def _first_rotation(path: Path) -> int | None:
         return None if frame is None else frame.rotation
 
 
-def _run_backend(name: str, path: Path, num_frames: int) -> Clip:
+def _run_backend(name: str, path: Path, num_frames: int, pick: Pick = frame_indices) -> Clip:
     """One backend, no fallback. Raises VideoError (bad input) or _BackendFailed (could not decode)."""
     try:
         if name == "pyav":
-            return _sample_pyav(path, num_frames)
-        return _sample_decord(path, num_frames)
+            return _sample_pyav(path, num_frames, pick=pick)
+        return _sample_decord(path, num_frames, pick=pick)
     except (VideoError, _BackendFailed):
         raise
     except av.FFmpegError as e:  # anything FFmpeg raised that the paths above did not expect
@@ -559,22 +573,72 @@ def _run_backend(name: str, path: Path, num_frames: int) -> Clip:
         raise _BackendFailed(f"{name} decoding failed ({type(e).__name__}: {e})") from e
 
 
-def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto") -> Clip:
-    """Sample ``num_frames`` frames uniformly over the whole clip (see module docstring).
+def scan_changes(path: str | Path, thumbs_per_s: float = SCAN_FPS, size: int = THUMB_SIZE,
+                 max_thumbs: int = MAX_THUMBS) -> ChangeScan:
+    """Decode every frame with PyAV and keep a ``size`` x ``size`` grey thumbnail of every step-th one, the
+    step chosen for about ``thumbs_per_s`` thumbnails a second of video and doubled whenever more than
+    ``max_thumbs`` would be held. Raises VideoError for an unusable file."""
+    path = Path(path)
+    container, stream = _open_stream(path)
+    with container:
+        rate = float(stream.average_rate or stream.guessed_rate or 0) or thumbs_per_s
+        step = max(1, round(rate / thumbs_per_s))
+        thumbs, indices, count = [], [], 0
+        try:
+            for frame in _frames(container, stream):
+                if count % step == 0:
+                    thumbs.append(frame.to_ndarray(width=size, height=size, format="gray"))
+                    indices.append(count)
+                    if len(thumbs) > max_thumbs:
+                        thumbs, indices, step = thumbs[::2], indices[::2], 2 * step
+                count += 1
+        except (av.FFmpegError, ValueError) as e:  # e.g. a frame format swscale cannot convert
+            raise VideoError(path, f"could not scan the frames for changes ({e})") from e
+    if count == 0:
+        raise VideoError(path, "no decodable video frame (truncated or corrupt file)")
+    return ChangeScan(np.asarray(indices), np.stack(thumbs).astype(np.float32), count, rate / step)
+
+
+def _content_pick(changes: ChangeScan, total: int, num_frames: int) -> list[int]:
+    """The content sampler's frames; uniform ones when the backend counts other frames than the scan did."""
+    uniform = frame_indices(total, num_frames)
+    return content_indices(changes, uniform) if total == changes.n_frames else uniform
+
+
+def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto", sampler: str = "uniform") -> Clip:
+    """Sample ``num_frames`` frames over the whole clip (see module docstring).
 
     ``backend``: "auto" (PyAV, then decord if PyAV cannot decode the file), "pyav" or "decord" (that one
-    only). Raises VideoError for any unusable file, InputError for bad arguments.
+    only). ``sampler``: "uniform" (Video-LLaVA's evenly spaced frames) or "content" (half of them uniform,
+    the rest moved to where the video changes, from a low-resolution pass over every frame; see
+    videoqa/change_sampler.py). ``Clip.sampler`` says which chose the frames: a content request on a file
+    whose decoders disagree on the frame count falls back to uniform, with a warning. Raises VideoError for
+    any unusable file, InputError for bad arguments.
     """
     if backend not in BACKENDS:
         raise InputError(f"unknown video backend {backend!r} (choose from {', '.join(BACKENDS)})")
+    if sampler not in SAMPLERS:
+        raise InputError(f"unknown frame sampler {sampler!r} (choose from {', '.join(SAMPLERS)})")
     if not isinstance(num_frames, int) or num_frames < 1:
         raise InputError(f"num_frames must be a positive integer, got {num_frames!r}")
     path = Path(path)
+    pick: Pick = frame_indices
+    if sampler == "content":
+        changes = scan_changes(path)
+        pick = partial(_content_pick, changes)
     order = ["pyav", "decord"] if backend == "auto" else [backend]
     failures = []
     for name in order:
         try:
-            return _run_backend(name, path, num_frames)
+            clip = _run_backend(name, path, num_frames, pick)
         except _BackendFailed as e:
             failures.append(str(e)[:160])
+            continue
+        if sampler == "content":
+            if clip.info.total_frames == changes.n_frames:
+                clip.sampler = "content"
+            else:
+                clip.warnings.append(f"frames chosen uniformly: the change scan decoded {changes.n_frames} frames, "
+                                     f"{clip.backend} {clip.info.total_frames}")
+        return clip
     raise VideoError(path, "; ".join(failures))

@@ -9,12 +9,15 @@
    clustering in "anchor" frames: the segment's last frame and every `anchor_stride`-th frame before it.
    Density-peak score of a patch = its density (exp of minus the mean squared distance to its k nearest
    patches, itself included, distances divided by sqrt(dim)) times its distance to the nearest denser patch.
-3. Density token merging: every patch of the segment that is neither salient nor one of the anchor's
-   context tokens joins the anchor's context token it is most cosine-similar to; a context token that
-   absorbed n tokens becomes w * itself + (1 - w) * mean(absorbed), w = max(1 / (n + 1), beta). With
-   several anchors in a segment a dropped patch is absorbed once per anchor, and an anchor's context token
-   may absorb another anchor's (kept) context token, as the official code does. Salient tokens stay as they
-   are. The official code keeps every kept token's original position (gaps in the positions).
+3. Density token merging: every patch of the segment that is not salient joins the anchor's context token
+   it is most cosine-similar to — the context tokens included, each joining itself — and a context token
+   that absorbed n other tokens becomes w * itself + (1 - w) * mean(itself and the absorbed), w =
+   max(1 / (n + 2), beta): at beta = 0.6 the absorbed weigh 0.4 * n / (n + 1) together. This is the merge of
+   the official code for LLaVA-OneVision and LLaVA-Video (its Qwen2.5-VL variant leaves the anchor out of
+   the mean). With several anchors in a segment a dropped patch is absorbed once per anchor, and an anchor's
+   context token may absorb another anchor's (kept) context token, as the official code does. Salient
+   tokens stay as they are. The official code keeps every kept token's original position (gaps in the
+   positions).
 
 Our layout and the official models differ; the adaptations, each the smallest that works:
 - Video-LLaVA keeps a CLS token per frame. Here it is the frame's global feature for segmentation (the
@@ -22,7 +25,10 @@ Our layout and the official models differ; the adaptations, each the smallest th
   counts against that budget (as our VisPruner does), and it is never merged or absorbed.
 - Budgets are exact: `keep` is split over frames as for VisPruner (keep // F each, the rest spread over the
   clip), a segment's patch budget is the sum over its frames minus their CLS tokens. When every frame gets
-  the same budget this is the official per-frame retention times the segment length.
+  the same budget this is the official per-frame retention times the segment length. Its salient/context
+  split is the official Qwen2.5-VL variant's (int(d * segment budget) context tokens, remainders spread
+  evenly); the LLaVA-OneVision/LLaVA-Video variant takes int(d * per-frame retention) per frame and floors
+  each anchor's share. The two agree on single-frame segments, which is every segment at 8 frames.
 - Where an anchor frame has fewer free patches than its context count (only at mild pruning, which the
   official code never runs and where it fails), the excess becomes salient tokens of the segment's frames
   with room, first frame first.
@@ -129,21 +135,28 @@ def density_peaks(x: Tensor, n_pick: int, k: int = 4) -> Tensor:
     return torch.sort(score, descending=True, stable=True).indices[:n_pick].sort().values
 
 
-def merge_into(flat: Tensor, normed: Tensor, targets: Tensor, sources: Tensor,
+def merge_into(flat: Tensor, normed: Tensor, targets: Tensor, members: Tensor,
                beta: float) -> tuple[Tensor, list[list[int]]]:
-    """Each source joins its most cosine-similar target (the first on ties); returns the targets' merged
-    features [n_targets, d] and, per target, the sources it absorbed."""
-    if sources.numel() == 0:
+    """Each member joins its most cosine-similar target (the first on ties); a target becomes
+    w * itself + (1 - w) * mean(its members), w = max(1 / (members + 1), beta).
+
+    As in the official code for LLaVA-OneVision/LLaVA-Video, `members` include the targets themselves: a target
+    joins itself, so it is in its own mean and n absorbed tokens weigh (1 - w) * n / (n + 1) together. Returns
+    the targets' merged features [n_targets, d] and, per target, the other members it absorbed.
+    """
+    if members.numel() == 0:
         return flat[targets], [[] for _ in range(targets.numel())]
-    choice = (normed[sources] @ normed[targets].T).argmax(dim=1)
+    choice = (normed[members] @ normed[targets].T).argmax(dim=1)
     counts = torch.bincount(choice, minlength=targets.numel()).to(flat.dtype)[:, None]
     sums = torch.zeros(targets.numel(), flat.shape[1], dtype=flat.dtype, device=flat.device)
-    sums.index_add_(0, choice, flat[sources])
+    sums.index_add_(0, choice, flat[members])
     own = (1.0 / (counts + 1.0)).clamp(min=beta)
     merged = own * flat[targets] + (1.0 - own) * sums / counts.clamp(min=1.0)
     groups = [[] for _ in range(targets.numel())]
-    for i, j in zip(sources.tolist(), choice.tolist(), strict=True):  # one transfer, not one per target
-        groups[j].append(i)
+    target_ids = targets.tolist()
+    for i, j in zip(members.tolist(), choice.tolist(), strict=True):  # one transfer, not one per target
+        if i != target_ids[j]:
+            groups[j].append(i)
     return merged, groups
 
 
@@ -165,9 +178,9 @@ def _segment(flat: Tensor, normed: Tensor, scores: Tensor, frames: range, budget
     all_salient = torch.cat(salient)
     in_segment = torch.cat(patches)
     merged, absorbed = [], {}
+    members = in_segment[~torch.isin(in_segment, all_salient)]  # each anchor's own context tokens included
     for ctx in contexts:
-        sources = in_segment[~torch.isin(in_segment, torch.cat([all_salient, ctx]))]
-        rows, groups = merge_into(flat, normed, ctx, sources, params.beta)
+        rows, groups = merge_into(flat, normed, ctx, members, params.beta)
         merged.append(rows)
         absorbed.update(zip(ctx.tolist(), groups, strict=True))
     return {

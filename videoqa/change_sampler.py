@@ -1,0 +1,102 @@
+"""Content-aware frame choice: spend part of the frame budget where the video changes.
+
+Uniform sampling at 8 frames is blind between its frames: on a 60 s clip they are 8.5 s apart, so a 1-3 s
+event is missed most of the time. This sampler starts from the uniform frames and moves some of them onto
+moments that look unlike their surroundings, from a cheap pass over low-resolution grey thumbnails
+(``ChangeScan``, made by ``videoqa.video.scan_changes``):
+
+1. Novelty of each thumbnail: its mean absolute difference, in grey levels, from the pixel-wise median of
+   the thumbnails within ``WINDOW_S / 2`` seconds either side. The median is what the video shows around
+   that moment, so an event shorter than half the window stands out over its whole length (a plain
+   difference of consecutive frames marks only its start and end, and the end spike sits outside it).
+   The clip's median novelty is subtracted (steady motion, a pan, a moving object are "usual"), and what
+   is left under ``NOISE`` grey levels counts as no change.
+2. The uniform floor: every ``FLOOR_EVERY``-th of the F uniform frames, and the last, stay where they
+   are (5 of 8 frames at the default 2), so no stretch of the clip is longer without a frame than
+   ``FLOOR_EVERY`` uniform spacings.
+3. The other frames go, most novel first, to frames of changed stretches (runs of thumbnails above
+   noise) that no chosen frame explains yet; a chosen frame explains the rest of its run within
+   ``WINDOW_S / 2`` seconds, so one brief event gets one frame and a long busy stretch one per half-window.
+   Each moved frame replaces the still-uniform free frame nearest to it; free frames with nothing to move
+   to keep their uniform places, so a clip without change gets exactly the uniform frames.
+
+Everything is deterministic: ties go to the earlier frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+FLOOR_EVERY = 2  # every FLOOR_EVERY-th uniform frame (and the last) stays: the floor
+WINDOW_S = 8.0  # seconds of context a thumbnail is compared with (half before, half after)
+NOISE = 2.0  # grey levels (0-255) of mean absolute difference that count as no change
+SCAN_FPS = 4.0  # thumbnails per second of video in the scan (fewer on very long clips)
+THUMB_SIZE = 32  # thumbnails are THUMB_SIZE x THUMB_SIZE grey pixels
+MAX_THUMBS = 4096  # the scan halves its rate whenever it would hold more (bounded memory and time)
+
+
+@dataclass
+class ChangeScan:
+    """Low-resolution grey thumbnails of every ``step``-th decoded frame."""
+
+    indices: np.ndarray  # (K,) frame number of each thumbnail, ascending, starting at 0
+    thumbs: np.ndarray  # (K, THUMB_SIZE, THUMB_SIZE) float32 grey levels
+    n_frames: int  # frames the scan decoded
+    thumbs_per_s: float  # thumbnails per second of video
+
+
+def novelty(thumbs: np.ndarray, half_window: int) -> np.ndarray:
+    """Per thumbnail: mean |thumb - pixel-wise median of the thumbnails within half_window either side|."""
+    out = np.empty(len(thumbs), dtype=np.float32)
+    for k in range(len(thumbs)):
+        context = thumbs[max(0, k - half_window): k + half_window + 1]
+        out[k] = np.abs(thumbs[k] - np.median(context, axis=0)).mean()
+    return out
+
+
+def change_peaks(scan: ChangeScan, covered: list[int], n_peaks: int) -> list[int]:
+    """Up to ``n_peaks`` frame numbers at the most novel moments that the ``covered`` frames do not explain."""
+    if n_peaks <= 0 or len(scan.thumbs) < 2:
+        return []
+    half = max(1, round(WINDOW_S / 2 * scan.thumbs_per_s))
+    raw = novelty(scan.thumbs, half)
+    score = raw - np.median(raw)
+    active = score > NOISE
+    run = np.cumsum(np.diff(active.astype(int), prepend=0) == 1)  # run number; only read where active
+    explained = np.zeros(len(score), dtype=bool)
+
+    def explain(k: int) -> None:
+        if active[k]:
+            near = np.zeros_like(explained)
+            near[max(0, k - half): k + half + 1] = True
+            explained[near & active & (run == run[k])] = True
+
+    step = int(scan.indices[1] - scan.indices[0])
+    for frame in covered:
+        explain(min(len(score) - 1, round(frame / step)))
+    peaks: list[int] = []
+    while len(peaks) < n_peaks:
+        candidates = np.where(active & ~explained, score, -np.inf)
+        k = int(np.argmax(candidates))  # the first of equal scores
+        if not np.isfinite(candidates[k]):
+            break
+        peaks.append(int(scan.indices[k]))
+        explain(k)
+    return peaks
+
+
+def content_indices(scan: ChangeScan, uniform: list[int], floor_every: int = FLOOR_EVERY) -> list[int]:
+    """The ``uniform`` frame numbers (ascending, over ``scan.n_frames`` frames) with the free ones moved to
+    where the video changes (see module docstring). Returns as many frame numbers, ascending."""
+    n = len(uniform)
+    if n < 3 or len(set(uniform)) < n:  # too few frames to spare any, or a clip shorter than the budget
+        return list(uniform)
+    floor_slots = {*range(0, n, floor_every), n - 1}
+    floor = [uniform[i] for i in sorted(floor_slots)]
+    free = [uniform[i] for i in range(n) if i not in floor_slots]
+    peaks = change_peaks(scan, floor, len(free))
+    for p in peaks:
+        free.pop(min(range(len(free)), key=lambda j: (abs(free[j] - p), j)))
+    return sorted(floor + peaks + free)
