@@ -15,9 +15,7 @@ import torch
 
 from .. import engine
 from ..measure import RssSampler
-from ..pruning import keep_count
-from ..pruning.fastv import FastVPlan
-from .llm import TOKENS_PER_FRAME, Setup, build_lm, make_prompt
+from .llm import Setup, bench_config, build_lm, llm_inputs
 
 
 def measure_peaks(setup: Setup, methods: list[tuple[str, float]], k: int) -> dict[str, float]:
@@ -33,12 +31,7 @@ def measure_peaks(setup: Setup, methods: list[tuple[str, float]], k: int) -> dic
 def peak_memory_mb(setup: Setup, method: str, r: float, k: int) -> float:
     """Run in a fresh process: peak memory (MB) of one prefill above the weights and inputs."""
     model = build_lm(setup)
-    n_vis = setup.frames * TOKENS_PER_FRAME
-    if method == "fastv":
-        inputs, plan = make_prompt(model, setup.frames), FastVPlan(k=k, r=r)
-    else:
-        n_keep = None if method == "none" else keep_count(n_vis, r)
-        inputs, plan = make_prompt(model, setup.frames, n_keep=n_keep), None
+    inputs, plan, _ = llm_inputs(model, setup.frames, bench_config(method, r, k), r)
 
     def run() -> None:
         engine.prefill(model, *inputs, plan)
