@@ -18,7 +18,7 @@ from ..eval.datasets import load_dataset
 from ..eval.judges import ExactJudge, normalize
 from ..eval.report import plot_accuracy_vs_flops
 from ..eval.run import run_eval
-from ..pruning import REGISTRY, PruneConfig
+from ..pruning import AUTO, REGISTRY, PruneConfig
 
 RATIOS = (0.25, 0.5, 0.75, 0.9)
 FASTVID_RATIOS = (0.5, 0.75, 0.9, 0.95)
@@ -120,7 +120,7 @@ def format_table(rows: list[tuple[dict, dict[str, tuple[int, int]]]]) -> str:
     lines = [head, "|" + "---|" * (5 + len(types))]
     for r, counts in rows:
         hits, total = sum(h for h, _ in counts.values()), sum(n for _, n in counts.values())
-        r_label = f"auto ({r['r_mean']:.2f})" if r["r"] == "auto" else f"{r['r']:.2f}"
+        r_label = f"auto ({r['r_mean']:.2f})" if r["r"] == AUTO else f"{r['r']:.2f}"
         per_type = " | ".join(f"{100 * counts[t][0] / counts[t][1]:.1f}" if t in counts else "–" for t in types)
         method = r["method"] + (f" K={r['k']}" if r["k"] else "")
         lines.append(f"| {method} | {r_label} | {r['kept_tokens']:.0f} / {r['visual_tokens']:.0f} "
