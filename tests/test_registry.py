@@ -111,3 +111,18 @@ def test_it_gets_a_row_in_bench_llm(every_other):
     table = run_llm(Setup(preset="tiny"), repeats=1, decode_tokens=1, memory=False)
     rows = [line for line in table.splitlines() if line.startswith("| 8 | every_other |")]
     assert len(rows) == 1 and "| 0 | 0.50 | 1028 |" in rows[0]  # before the LLM, R=0.5: 1028 of 2056 kept
+
+
+def test_a_run_folder_from_before_the_registry_resumes_with_the_same_options(tmp_path):
+    """Eval run folders recorded every method's fields; the same options now record only the method's own,
+    and still resume them (other options are still refused)."""
+    from videoqa.eval.run import check_config
+
+    flat = {"method": "fastv", "k": 2, "r": 0.5, "rank_by": "last", "seed": 0, "important_ratio": 0.5,
+            "context_share": 0.4, "keep_positions": False, "frame_floor": 0.0}
+    check_config(tmp_path / "run", {"dataset": "msvd", "prune": flat})
+    now = PruneConfig(method="fastv", k=2, r=0.5).validate().to_dict()
+    assert now != flat
+    check_config(tmp_path / "run", {"dataset": "msvd", "prune": now})
+    with pytest.raises(InputError, match="prune differ"):
+        check_config(tmp_path / "run", {"dataset": "msvd", "prune": {**now, "k": 3}})

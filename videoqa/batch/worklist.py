@@ -58,17 +58,11 @@ def answer_options(spec: dict) -> dict:
     by its resolved path), dtype, attention kernel, the pruning fields the method reads, frames and the
     answer length and the prompt template. Not the device, batch size or engine (records are identical across them)."""
     from ..model import NAMED_MODELS
-    from ..pruning import PruneConfig
 
     model = spec["model"]
     if model not in NAMED_MODELS and Path(model).expanduser().is_dir():
         model = Path(model).expanduser().resolve().as_posix()
-    # The method's own options only (an option it does not read cannot change its answers); one a spec written
-    # before it existed lacks reads as its default.
-    cfg = PruneConfig(**spec["prune"])
-    method = cfg.method_spec
-    options = {name: getattr(cfg, name) for name in method.option_names}
-    prune = {"method": cfg.method, **({"r": cfg.r} if method.uses_r else {}), **options}
+    prune = prune_key(spec["prune"])
     return {
         "model": model,
         "dtype": spec.get("dtype"),
@@ -78,6 +72,17 @@ def answer_options(spec: dict) -> dict:
         "max_new_tokens": spec.get("max_new_tokens"),
         "prompt": spec.get("prompt", "plain"),
     }
+
+
+def prune_key(prune: dict) -> dict:
+    """The pruning options that change answers: the method, R where it prunes, and the method's own options
+    (another method's cannot change them; one a spec written before it existed lacks reads as its default)."""
+    from ..pruning import PruneConfig
+
+    cfg = PruneConfig(**prune)
+    method = cfg.method_spec
+    options = {name: getattr(cfg, name) for name in method.option_names}
+    return {"method": cfg.method, **({"r": cfg.r} if method.uses_r else {}), **options}
 
 
 def fingerprint(options: dict) -> str:
