@@ -150,7 +150,9 @@ def _clip_panel(qa, examples) -> dict:
     dims, default = qa.dims, qa.prune
     with gr.Accordion("Pruning", open=True):
         ui["method"] = gr.Radio(list(REGISTRY.names()), value=default.method, label="Method", elem_id="method")
-        ui["k"] = gr.Number(value=default.k, precision=0, minimum=1, maximum=dims.n_layers - 1,
+        k = REGISTRY.option("k")  # the K box: for the methods that prune inside the LLM at layer K
+        ui["k"] = gr.Number(value=k.default if default.k is None else default.k, precision=0, minimum=k.low,
+                            maximum=dims.n_layers - 1,
                             label=f"K (FastV layer, 1..{dims.n_layers - 1})")
         ui["r"] = gr.Textbox(value=str(default.r), label="R (share dropped, 0..1) or auto", max_lines=1)
         ui["frames"] = gr.Slider(0, MAX_FRAMES, value=qa.frames or 0, step=1, label="Frames (0 = default / auto)")
