@@ -51,8 +51,13 @@ def add_prune_options(p: argparse.ArgumentParser, initial_only: bool = False) ->
     g.add_argument("--r", default=None,
                    help="fraction of visual tokens to drop, in [0, 1), or 'auto' (default: auto)")
     for option in REGISTRY.options().values():
-        users = ", ".join(REGISTRY.users(option.name))
-        help_text = f"{option.help} [{users}]"
+        users = [REGISTRY.get(name) for name in REGISTRY.users(option.name)]
+        defaults = {m.name: m.option(option.name).default for m in users}
+        if len(set(defaults.values())) > 1:  # e.g. --keep-positions: each method's own rule
+            users_text = "; ".join(f"{name}: default {_shown(value)}" for name, value in defaults.items())
+        else:
+            users_text = ", ".join(defaults)
+        help_text = f"{option.help} [{users_text}]"
         if option.type is bool:
             g.add_argument(option.flag, dest=option.name, action=argparse.BooleanOptionalAction, default=None,
                            help=help_text)
@@ -60,6 +65,10 @@ def add_prune_options(p: argparse.ArgumentParser, initial_only: bool = False) ->
             g.add_argument(option.flag, dest=option.name, type=option.type, default=None, choices=option.choices,
                            metavar=option.metavar, help=help_text)
     p.set_defaults(prune_initial_only=initial_only)
+
+
+def _shown(value) -> str:
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
 
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:

@@ -90,7 +90,7 @@ def keep_positions_option(rule: Positions) -> Option:
     """The option of a before-the-LLM method whose positions rule the user may change."""
     return Option("keep_positions", bool, rule is Positions.ORIGINAL,
                   "pruning before the LLM: kept tokens keep their original RoPE positions, as FastV does "
-                  "(default: the method's own rule)", label="keep_positions")
+                  "(default: the method's own rule, as its official code)", label="keep_positions")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ def _check(params: Mapping[str, Any], n_layers: int | None) -> None:
 
 METHOD = Method(
     name="fastv",
-    help="FastV: rank by attention at layer K-1, prune inside the LLM",
+    help="rank by attention at layer K-1, prune inside the LLM",
     acts=Acts.IN_LLM,
     options=(
         Option("k", int, 2, "FastV: prune after layer K-1 (default: 2; K=0 is pruning before the LLM: use "

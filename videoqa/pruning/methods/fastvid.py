@@ -21,10 +21,10 @@ def _select(enc: EncodedVideo, keep: int, params: Mapping[str, Any]) -> Selectio
 
 METHOD = Method(
     name="fastvid",
-    help="FastVID: segment, keep salient tokens, merge the rest, before the LLM",
+    help="segment, keep salient tokens, merge the rest, before the LLM",
     acts=Acts.BEFORE_LLM,
     options=(Option("context_share", float, 0.4, "FastVID: share of each segment's budget chosen by density, "
-                    "the rest by attention (default: 0.4)", low=0.0, high=1.0),),
+                    "the rest by attention (default: 0.4)", low=0.0, high=1.0, metavar="SHARE"),),
     positions=Positions.ORIGINAL,  # the official code's
     positions_choosable=True,
     select=_select,

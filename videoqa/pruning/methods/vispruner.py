@@ -19,10 +19,10 @@ def _select(enc: EncodedVideo, keep: int, params: Mapping[str, Any]) -> Selectio
 
 METHOD = Method(
     name="vispruner",
-    help="VisPruner: [CLS]-important then diverse tokens, before the LLM",
+    help="[CLS]-important then diverse tokens, before the LLM",
     acts=Acts.BEFORE_LLM,
     options=(Option("important_ratio", float, 0.5, "VisPruner: share of the budget given to [CLS]-important "
-                    "tokens (default: 0.5)", low=0.0, high=1.0),),
+                    "tokens (default: 0.5)", low=0.0, high=1.0, metavar="SHARE"),),
     positions=Positions.RENUMBERED,  # the official code's
     positions_choosable=True,
     select=_select,
