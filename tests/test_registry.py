@@ -126,3 +126,26 @@ def test_a_run_folder_from_before_the_registry_resumes_with_the_same_options(tmp
     check_config(tmp_path / "run", {"dataset": "msvd", "prune": now})
     with pytest.raises(InputError, match="prune differ"):
         check_config(tmp_path / "run", {"dataset": "msvd", "prune": {**now, "k": 3}})
+
+
+def test_a_registry_refuses_a_second_method_of_a_name_and_an_option_of_another_type():
+    from videoqa.pruning import Registry
+
+    registry = Registry((EVERY_OTHER,))
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(EVERY_OTHER)
+    clash = Method(name="other", help="", acts=Acts.BEFORE_LLM, positions=Positions.RENUMBERED, select=_every_other,
+                   options=(Option("stride", float, 2.0, "a stride of another type"),))
+    with pytest.raises(ValueError, match="'stride' is a float here but a int"):
+        registry.register(clash)
+    registry.unregister("every_other")
+    assert registry.names() == () and "every_other" not in REGISTRY  # a registry of its own: the default untouched
+    with pytest.raises(TypeError, match="unknown option 'strides'"):
+        PruneConfig(method="fastv", strides=3)
+
+
+def test_a_method_declares_how_it_selects():
+    with pytest.raises(ValueError, match="has a `select`"):
+        Method(name="bad", help="", acts=Acts.BEFORE_LLM, positions=Positions.RENUMBERED)
+    with pytest.raises(ValueError, match="has a `plan`"):
+        Method(name="bad", help="", acts=Acts.IN_LLM)
