@@ -25,7 +25,7 @@ import torch
 
 from ..errors import InputError
 from .base import ModelDims
-from .budget import frame_cap, largest
+from .budget import context_room, frame_cap, largest
 from .flops import estimate_flops
 
 GiB = 1 << 30
@@ -88,7 +88,7 @@ def max_frames_for_context(dims: ModelDims, text_tokens: int, policy: AdaptivePo
     renumbered positions (`renumbered`), where only the kept ones do, at most pruning (r_max).
     """
     policy = policy or AdaptivePolicy()
-    room = dims.context - text_tokens - policy.new_tokens
+    room = context_room(dims, text_tokens, policy.new_tokens)
     cap = frame_cap(dims, room, renumbered, policy.r_max if renumbered else 0.0)
     return cap if policy.max_frames is None else min(cap, policy.max_frames)
 
@@ -197,7 +197,7 @@ def decide(
         warnings.append(f"not enough memory for {n_frames} frames even at R={policy.r_max}: "
                         f"using {f} frames ({usable / MiB:.0f} MiB usable of {free})")
     n_vis = f * dims.tokens_per_frame
-    room = dims.context - text_tokens - policy.new_tokens
+    room = context_room(dims, text_tokens, policy.new_tokens)
     limits = Limits(max_kept_mem, _max_kept_for_flops(dims, text_tokens, n_vis, k, cap), memory_cut,
                     n_frames < wanted, context_capped, wanted, room if renumbered else n_vis)
     kept, bound, why = _kept_tokens(f, dims.tokens_per_frame, limits, policy)

@@ -35,6 +35,11 @@ def largest(fits: Callable[[int], bool], lo: int, hi: int) -> int:
     return lo
 
 
+def context_room(dims: ModelDims, n_text: int, answer: int) -> int:
+    """Context slots left for visual tokens after the prompt's text and `answer` tokens of answer."""
+    return dims.context - n_text - answer
+
+
 def only_kept_count(cfg: PruneConfig) -> bool:
     """Whether only the kept visual tokens occupy context slots (pruned before the LLM, renumbered)."""
     return cfg.layer == 0 and not cfg.original_positions
@@ -57,7 +62,7 @@ def frame_cap(dims: ModelDims, room: int, renumbered: bool, r: float) -> int:
 
 def check_context(dims: ModelDims, frames: int, n_text: int, cfg: PruneConfig, r: float, max_new: int) -> None:
     """Refuse a frame count whose prompt cannot fit the context window, before any frame is decoded."""
-    room = dims.context - n_text - max_new
+    room = context_room(dims, n_text, max_new)
     renumbered = only_kept_count(cfg)
 
     def visual(f: int) -> int:
