@@ -92,12 +92,13 @@ class Plan:
 
 def plan(dims: ModelDims, cfg: PruneConfig, n_text: int, duration_s: float | None, frames: int | None,
          max_new: int, free_bytes: Callable[[], int] | int, policy: AdaptivePolicy, share: int = 1) -> Plan:
-    """Frames and R for one question with `n_text` prompt tokens about a clip of `duration_s` seconds, then the
-    context check. With R=auto both come from the clip's length, the prompt and the free memory (`free_bytes`:
-    bytes, or a function reading them; `share`: requests of one batch planned together, each with that part
-    of it). Planning assumes at most ANSWER_RESERVE tokens of answer room; the answer may run on to the
-    context's end. The caller then checks the frames it samples with `check_context`."""
-    from .adaptive import decide
+    """Frames and R for one question with `n_text` prompt tokens about a clip of `duration_s` seconds.
+
+    With R=auto both come from the clip's length, the prompt and the free memory (`free_bytes`: bytes, or a
+    function reading them; `share`: requests of one batch planned together, each with that part of it).
+    Planning assumes at most ANSWER_RESERVE tokens of answer room; the answer may run on to the context's
+    end. The caller then checks the frames it samples with `check_context`."""
+    from .adaptive import decide  # adaptive builds on this module's bisection and positions rule
 
     reserve = min(max_new, ANSWER_RESERVE)
     if cfg.adaptive:
@@ -105,7 +106,5 @@ def plan(dims: ModelDims, cfg: PruneConfig, n_text: int, duration_s: float | Non
         decision = decide(duration_s, dims, n_text, free, k=cfg.layer or 0, frames=frames,
                           policy=replace(policy, new_tokens=reserve), share=share,
                           renumbered=only_kept_count(cfg))
-        out = Plan(decision.frames, decision.r, decision)
-    else:
-        out = Plan(frames or DEFAULT_FRAMES, 0.0 if cfg.layer is None else float(cfg.r))
-    return out
+        return Plan(decision.frames, decision.r, decision)
+    return Plan(frames or DEFAULT_FRAMES, 0.0 if cfg.layer is None else float(cfg.r))
