@@ -23,6 +23,7 @@ from videoqa.model import NAMED_MODELS, LoadedModel, build_prompt, packaged_path
 from videoqa.pipeline import CACHE_SIZE, TextDelta, VideoQA
 from videoqa.pruning import PruneConfig, keep_count
 from videoqa.pruning.adaptive import AdaptivePolicy
+from videoqa.request import positions
 from videoqa.tiny import EOS_ID, TinySpec, make_tiny_model
 from videoqa.video import sample_frames
 
@@ -149,11 +150,11 @@ def test_keep_positions_gives_kept_tokens_their_unpruned_positions(tiny_qa, clip
     full = tiny_qa.prepare(clip_path, "What is it?", None, PruneConfig(method="none"), None, 4)
     req = tiny_qa.prepare(clip_path, "What is it?", None, cfg, None, 4)
     vis = req.ids == tiny_qa.model.config.video_token_id
-    pos = tiny_qa.positions(req, vis)
+    pos = positions(req, vis)
     full_vis = (full.ids == tiny_qa.model.config.video_token_id).nonzero().squeeze(-1)
     assert pos[vis].tolist() == full_vis[torch.as_tensor(req.kept)].tolist()
     assert pos[-1] == len(full.ids) - 1  # the text after the video sits where it did unpruned
-    contiguous = tiny_qa.positions(tiny_qa.prepare(clip_path, "What is it?", None, PruneConfig(method="random", r=0.5),
+    contiguous = positions(tiny_qa.prepare(clip_path, "What is it?", None, PruneConfig(method="random", r=0.5),
                                                    None, 4), vis)
     assert contiguous.tolist() == list(range(len(req.ids)))
 

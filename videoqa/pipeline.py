@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import Tensor
 
 from . import engine, static_decode
 from .answer import Answer
@@ -27,7 +26,7 @@ from .prompt_tokens import expand_video_slot, prompt_ids
 from .pruning import Acts, EncodedVideo, ModelDims, PruneConfig, Selection, keep_count
 from .pruning.adaptive import AdaptivePolicy, free_memory_bytes
 from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, Plan, check_context, plan
-from .request import Collated, Request, collate, positions
+from .request import Collated, Request, collate
 from .video import Clip, probe_video, sample_frames
 from .vision import LRU, encode_frames, frames_hash
 
@@ -194,9 +193,6 @@ class VideoQA:
 
     def collate(self, requests: list[Request]) -> Collated:
         return collate(self.model, requests, self.device, self.dtype)
-
-    def positions(self, req: Request, vis_mask: Tensor) -> Tensor:
-        return positions(req, vis_mask)
 
     def prefill(self, requests: list[Request], batch: Collated) -> engine.PrefillResult:
         """Run the prompts through the LLM; a method acting inside it (FastV) ranks and prunes each sample."""
