@@ -20,7 +20,7 @@ import numpy as np
 
 from videoqa.eval.judges import ExactJudge  # noqa: E402
 from videoqa.pipeline import VideoQA  # noqa: E402
-from videoqa.pruning.base import PruneConfig  # noqa: E402
+from videoqa.pruning import PruneConfig  # noqa: E402
 from videoqa.synth import long as synth_long  # noqa: E402
 
 EVENT_TYPES = {t for ts in synth_long.KIND_TYPES.values() for t in ts}

@@ -19,7 +19,9 @@ import pytest
 from clipgen import write_clip
 from videoqa.ui.app import DEFAULT_SAMPLES, build_app, launch
 
-from videoqa.pruning import METHODS, PruneConfig
+from videoqa.pruning import REGISTRY, PruneConfig
+
+METHODS = REGISTRY.names()
 
 CHROMIUM = Path("/usr/bin/chromium")
 REPO = Path(__file__).resolve().parents[1]

@@ -23,6 +23,7 @@ from videoqa.model import NAMED_MODELS, LoadedModel, build_prompt, packaged_path
 from videoqa.pipeline import CACHE_SIZE, TextDelta, VideoQA
 from videoqa.pruning import PruneConfig, keep_count
 from videoqa.pruning.adaptive import AdaptivePolicy
+from videoqa.request import positions
 from videoqa.tiny import EOS_ID, TinySpec, make_tiny_model
 from videoqa.video import sample_frames
 
@@ -149,11 +150,11 @@ def test_keep_positions_gives_kept_tokens_their_unpruned_positions(tiny_qa, clip
     full = tiny_qa.prepare(clip_path, "What is it?", None, PruneConfig(method="none"), None, 4)
     req = tiny_qa.prepare(clip_path, "What is it?", None, cfg, None, 4)
     vis = req.ids == tiny_qa.model.config.video_token_id
-    pos = tiny_qa.positions(req, vis)
+    pos = positions(req, vis)
     full_vis = (full.ids == tiny_qa.model.config.video_token_id).nonzero().squeeze(-1)
     assert pos[vis].tolist() == full_vis[torch.as_tensor(req.kept)].tolist()
     assert pos[-1] == len(full.ids) - 1  # the text after the video sits where it did unpruned
-    contiguous = tiny_qa.positions(tiny_qa.prepare(clip_path, "What is it?", None, PruneConfig(method="random", r=0.5),
+    contiguous = positions(tiny_qa.prepare(clip_path, "What is it?", None, PruneConfig(method="random", r=0.5),
                                                    None, 4), vis)
     assert contiguous.tolist() == list(range(len(req.ids)))
 
@@ -368,5 +369,5 @@ def test_planning_reserves_the_usual_answer_room_whatever_the_cap(tiny_qa):
     n_text = tiny_qa.text_tokens("What is it?")
     usual = tiny_qa.plan(600.0, n_text, auto, 100, 64, free_bytes=2**40)  # 100 frames asked: the context caps
     official = tiny_qa.plan(600.0, n_text, auto, 100, 1024, free_bytes=2**40)
-    assert official[:2] == usual[:2]
-    assert usual[0] == (tiny_qa.dims.context - n_text - 64) // tiny_qa.dims.tokens_per_frame
+    assert (official.frames, official.r) == (usual.frames, usual.r)
+    assert usual.frames == (tiny_qa.dims.context - n_text - 64) // tiny_qa.dims.tokens_per_frame

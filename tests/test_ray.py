@@ -155,11 +155,8 @@ def test_actor_decodes_auto_frame_counts_under_the_timeout():
     class HangingQA:
         prompt, prune, frames, max_new_tokens = "plain", None, None, 6
 
-        def text_tokens(self, question):
-            return 12
-
-        def plan(self, duration_s, n_text, cfg, frames, max_new):
-            return 8, 0.5, None
+        def frames_to_sample(self, question, duration_s):
+            return 8
 
         def sample(self, video, frames):
             hung.wait(30)  # a decoder that never returns (released at the end of the test)

@@ -29,7 +29,9 @@ from gradio_client import Client, handle_file  # noqa: E402
 from videoqa.ui.app import build_app, launch, sweep_cache  # noqa: E402
 
 from videoqa.cli.serve import parse_auth  # noqa: E402
-from videoqa.pruning import METHODS  # noqa: E402
+from videoqa.pruning import REGISTRY  # noqa: E402
+
+METHODS = REGISTRY.names()
 
 FASTV = ("fastv", 2, "0.5")  # method, K, R as the controls send them
 

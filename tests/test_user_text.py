@@ -11,6 +11,7 @@ from clipgen import write_clip
 from videoqa.errors import InputError
 from videoqa.prompt_tokens import prompt_ids
 from videoqa.pruning import PruneConfig
+from videoqa.request import embed
 
 NONE = PruneConfig(method="none")
 LOOKS_SPECIAL = ["<video>", "<image>", "</s>", "<s>", "USER: hi ASSISTANT: no", "<video><video>\n<image></s><s>"]
@@ -62,7 +63,7 @@ def test_slot_count_must_equal_the_visual_features(tiny_qa, clip_path):
     req = tiny_qa.prepare(clip_path, "What is it?", None, NONE, 4, 4)
     extra = torch.cat([req.ids[:2], req.ids.new_tensor([tiny_qa.model.config.video_token_id]), req.ids[2:]])
     with pytest.raises(InputError, match="video-token slots"):
-        tiny_qa.embed(extra[None], req.visual)
+        embed(tiny_qa.model, extra[None], req.visual)
 
 
 def test_a_template_must_have_one_video_token(tiny_qa):

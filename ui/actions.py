@@ -19,9 +19,10 @@ from pathlib import Path
 
 import gradio as gr
 
-from videoqa.errors import InputError, VideoQAError
+from videoqa.errors import VideoQAError
 from videoqa.heatmap import render_heatmaps
-from videoqa.pruning import METHODS, PruneConfig
+from videoqa.pruning import REGISTRY, PruneConfig, Ratio
+from videoqa.pruning import parse_r as parse_ratio
 
 from .media import VIDEO_EXTENSIONS, Example, preview, sweep_cache
 from .present import answer_warnings, exchange_record, export_document, format_stats, reason, summary_line
@@ -32,15 +33,9 @@ log = logging.getLogger(__name__)
 SKIP = object()  # "leave this output as it is", turned into gr.skip() when yielded
 
 
-def parse_r(text: str | float | None) -> float | str:
-    """The R box: 'auto' (or empty) or a number in [0, 1)."""
-    s = str(text if text is not None else "").strip().lower()
-    if s in ("", "auto"):
-        return "auto"
-    try:
-        return float(s)
-    except ValueError:
-        raise InputError(f"R must be 'auto' or a number in [0, 1), got {text!r}") from None
+def parse_r(text: str | float | None) -> Ratio:
+    """The R box: 'auto' (or empty) or a number in [0, 1) (the one parser of R, pruning.parse_r)."""
+    return parse_ratio("" if text is None else text)
 
 
 def _heatmaps(images: list | None):
@@ -71,7 +66,7 @@ class ChatActions:
         self.work_dir = work_dir
         self.cache_dir, self.max_age_s, self.keep = cache_dir, max_age_s, keep
         self._next_sweep = 0.0  # monotonic time; the sweep walks the whole cache, so not after every answer
-        self.methods = tuple(METHODS)
+        self.methods = REGISTRY.names()  # compare mode: every registered method
 
     # -- the clip ---------------------------------------------------------------------------------------
 
@@ -211,9 +206,10 @@ class ChatActions:
 
     def config(self, s: Settings) -> tuple[PruneConfig, int | None]:
         """The pruning the controls ask for; options without a control keep the server's defaults."""
-        default = self.qa.prune
-        k = default.k if s.k is None else int(s.k)
-        return replace(default.for_method(s.method), k=k, r=parse_r(s.r)), int(s.frames or 0) or None
+        cfg = self.qa.prune.for_method(s.method)
+        if s.k is not None and "k" in cfg.method_spec.option_names:  # the K box: for the methods with a K
+            cfg = replace(cfg, k=int(s.k))
+        return replace(cfg, r=parse_r(s.r)), int(s.frames or 0) or None
 
     def refused(self, typed: str, session: ChatSession):
         """The server's queue was full: the waiting questions go back into the box (before anything typed

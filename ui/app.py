@@ -18,7 +18,7 @@ from pathlib import Path
 import gradio as gr
 
 from videoqa.model import packaged_path
-from videoqa.pruning import METHODS
+from videoqa.pruning import REGISTRY
 
 from .actions import ChatActions, parse_r
 from .media import VIDEO_EXTENSIONS, list_examples, list_samples, sweep_cache
@@ -128,7 +128,7 @@ def _compare_tab(default_method: str) -> dict:
         ui["compare_run"] = gr.Button("Compare", variant="primary", scale=1, min_width=110, elem_id="compare-run")
     ui["compare_status"] = gr.Markdown(label="Compare status", elem_id="compare-status")
     with gr.Row(equal_height=False, elem_id="compare"):
-        for method in METHODS:
+        for method in REGISTRY.names():
             with gr.Column(min_width=140, elem_id=f"compare-{method}", elem_classes=["compare-method"]):
                 gr.Markdown(f"#### {method}" + (" (chat's default)" if method == default_method else ""))
                 ui["compare_answers"].append(gr.Textbox(label=f"{method}: answer", lines=2, interactive=False,
@@ -149,8 +149,10 @@ def _clip_panel(qa, examples) -> dict:
     ui["preview"] = gr.Video(label="Current clip", interactive=False, height=200, elem_id="preview")
     dims, default = qa.dims, qa.prune
     with gr.Accordion("Pruning", open=True):
-        ui["method"] = gr.Radio(list(METHODS), value=default.method, label="Method", elem_id="method")
-        ui["k"] = gr.Number(value=default.k, precision=0, minimum=1, maximum=dims.n_layers - 1,
+        ui["method"] = gr.Radio(list(REGISTRY.names()), value=default.method, label="Method", elem_id="method")
+        k = REGISTRY.option("k")  # the K box: for the methods that prune inside the LLM at layer K
+        ui["k"] = gr.Number(value=k.default if default.k is None else default.k, precision=0, minimum=k.low,
+                            maximum=dims.n_layers - 1,
                             label=f"K (FastV layer, 1..{dims.n_layers - 1})")
         ui["r"] = gr.Textbox(value=str(default.r), label="R (share dropped, 0..1) or auto", max_lines=1)
         ui["frames"] = gr.Slider(0, MAX_FRAMES, value=qa.frames or 0, step=1, label="Frames (0 = default / auto)")

@@ -43,7 +43,7 @@ def format_stats(answer, follow_up: bool = False) -> str:
     """The stats panel for one Answer, as a Markdown table."""
     s, k, fl = answer.stats, answer.kept, answer.flops
     share = 100 * k.n_kept / k.n_visual if k.n_visual else 100.0
-    r_line = f"{k.r:.2f} ({'auto' if answer.prune.r == 'auto' else 'set by you'})"
+    r_line = f"{k.r:.2f} ({'auto' if answer.prune.adaptive else 'set by you'})"
     if answer.decision is not None and answer.decision.reason:
         r_line += f": {answer.decision.reason}"
     for warning in getattr(answer.decision, "warnings", None) or []:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from .pruning import KeptTokens, PruneConfig
+from .pruning.adaptive import Decision
 from .pruning.flops import FlopsEstimate
 from .video import Clip
 
@@ -44,7 +45,7 @@ class Answer:
     question: str
     clip: Clip
     kept: KeptTokens
-    decision: object | None  # pruning.adaptive.Decision when R or frames were chosen automatically
+    decision: Decision | None  # when R or frames were chosen automatically (the adaptive policy)
     stats: Stats
     flops: FlopsEstimate
     prune: PruneConfig = field(default_factory=PruneConfig)
@@ -65,7 +66,7 @@ class Answer:
             "answer": self.text,
             "warnings": self.warnings,
             "video": self.clip.to_dict(),
-            "prune": asdict(self.prune),
+            "prune": self.prune.to_dict(),
             "prompt": self.prompt,
             "kept": self.kept.to_dict(),
             "decision": None if self.decision is None else self.decision.to_dict(),

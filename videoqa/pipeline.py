@@ -3,105 +3,37 @@
     qa = VideoQA.from_pretrained("demo")
     answer = qa.ask("clip.mp4", "What colour is the shape?")
 
-One straight path, each stage a small function: sample -> encode -> prune -> prefill -> decode.
+One straight path of small stages: sample -> encode -> select -> tokenise (once) -> prefill -> decode ->
+answer. `prepare` runs the stages before the LLM, `generate` the rest; the Ray actor calls the same ones.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import torch
-from einops import rearrange
-from torch import Tensor
 
 from . import llm
-from .answer import Answer, Stats
+from .answer import Answer
+from .answering import BatchRun, TextDelta, assemble, stream_text
 from .errors import InputError
 from .measure import Clock, PeakMemory, device_clock
 from .model import PROMPT_TEMPLATES, LoadedModel, build_prompt, load_model
-from .prompt_tokens import prompt_ids
-from .pruning import KeptTokens, ModelDims, PruneConfig, VisualLayout, keep_count
-from .pruning.adaptive import AdaptivePolicy, decide, free_memory_bytes
-from .pruning.fastv import FastVPlan
-from .pruning.flops import estimate_flops
+from .prompt_tokens import expand_video_slot, prompt_ids
+from .pruning import Acts, EncodedVideo, ModelDims, PruneConfig, Selection, keep_count
+from .pruning.adaptive import AdaptivePolicy, free_memory_bytes
+from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, Plan, check_context, plan
+from .request import Collated, Request, collate
 from .video import Clip, probe_video, sample_frames
+from .vision import LRU, encode_frames, frames_hash
 
-DEFAULT_FRAMES = 8  # what Video-LLaVA was trained with
-CACHE_SIZE = 8  # encoded videos kept per pipeline (follow-up questions reuse them)
-ANSWER_RESERVE = 64  # context room an answer gets when frames are planned; a larger cap runs on to the end
+__all__ = ["ANSWER_RESERVE", "CACHE_SIZE", "DEFAULT_FRAMES", "Collated", "EncodedVideo", "Request", "TextDelta",
+           "VideoQA", "frames_hash"]
 
-
-@dataclass
-class EncodedVideo:
-    """The vision tower's output for one clip: what follow-up questions reuse."""
-
-    features: Tensor  # [F, T, d_llm] after the projector; T = tokens per frame, CLS at index 0
-    vision_features: Tensor  # [F, T, d_vis] tower output at the feature layer
-    cls_attention: Tensor  # [F, T] [CLS] -> token attention at the feature layer, mean over heads
-    layout: VisualLayout
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Visual tokens chosen before the LLM and the features it sees for them."""
-
-    kept: list[int] | None  # indices into the visual span, ascending; None: all (FastV, if any, prunes later)
-    visual: Tensor  # [n_kept, d_llm]: the kept tokens' features, or their merged features (FastVID)
-    scores: list[float] | None = None  # a score per visual token, for heatmaps
-    details: dict = field(default_factory=dict)
-    absorbed: list[list[int]] | None = None  # FastVID: per kept token, the tokens merged into it
-
-
-@dataclass
-class Request:
-    """One question made ready for the LLM (internal to the pipeline; see prepare/generate)."""
-
-    question: str
-    clip: Clip
-    enc: EncodedVideo
-    encode_cached: bool
-    ids: Tensor  # [n] prompt ids with the (kept) video tokens expanded
-    visual: Tensor  # [n_visual_in_prompt, d] features scattered into the video-token slots
-    cfg: PruneConfig
-    r: float
-    decision: object | None
-    kept: list[int] | None  # chosen before the LLM (vispruner, random, fastvid); None: all, or FastV decides later
-    scores: list[float] | None
-    details: dict
-    absorbed: list[list[int]] | None
-    max_new: int  # the asked cap, or less where the context ends first
-    context_capped: bool
-    t_start: float
-    t_sample: float
-    t_encode: float
-
-
-@dataclass(frozen=True)
-class Collated:
-    """Prompts as one left-padded batch: what the LLM's prefill takes."""
-
-    embeds: Tensor  # [B, n, d] token embeddings with the visual features in the video-token slots
-    attention_mask: Tensor  # [B, n] 1 = real token, 0 = padding
-    visual_mask: Tensor  # [B, n] True = visual token
-    position_ids: Tensor  # [B, n] RoPE positions
-
-
-@dataclass(frozen=True)
-class TextDelta:
-    """New answer text of sample `index` of a batch, as decoding produces it."""
-
-    index: int
-    text: str
-
-
-def frames_hash(frames: np.ndarray) -> str:
-    return hashlib.sha1(np.ascontiguousarray(frames).data, usedforsecurity=False).hexdigest() + str(frames.shape)
+CACHE_SIZE = 8  # encoded videos (and decoded clips, tokenised prompts) kept per pipeline
 
 
 class VideoQA:
@@ -119,13 +51,11 @@ class VideoQA:
                  max_new_tokens: int = 64, prompt: str = "plain", *, decode: str = "eager",
                  free_memory: Callable[[torch.device], int] | None = None, clock: Clock | None = None):
         llm.check_kernel(loaded.model)
-        self.model = loaded.model
-        self.processor = loaded.processor
-        self.device = loaded.device
-        self.dtype = loaded.dtype
-        self.name = loaded.name
+        self.model, self.processor = loaded.model, loaded.processor
+        self.device, self.dtype, self.name = loaded.device, loaded.dtype, loaded.name
         self.dims = ModelDims.from_config(self.model.config, dtype_bytes=torch.finfo(self.dtype).bits // 8)
-        self.prune = (prune or PruneConfig()).validate(self.dims.n_layers)
+        # keep_others: the web page's first settings may hold another method's options (see cli/options.py)
+        self.prune = (prune or PruneConfig()).validate(self.dims.n_layers, keep_others=True)
         self.frames = frames
         self.max_new_tokens = max_new_tokens
         if prompt not in PROMPT_TEMPLATES:
@@ -136,8 +66,7 @@ class VideoQA:
         # "static": a preallocated KV cache; "compiled": that step under torch.compile (a CUDA graph on GPUs)
         self.decoder = llm.decoder_for(self.model, decode)
         self.encode_count = 0  # vision-tower runs: follow-ups on a cached clip do not add to it
-        self._encoded: OrderedDict[str, EncodedVideo] = OrderedDict()
-        self._clips: OrderedDict[tuple, Clip] = OrderedDict()
+        self._encoded, self._clips, self._prompts = LRU(CACHE_SIZE), LRU(CACHE_SIZE), LRU(CACHE_SIZE)
         self.free_memory = free_memory or free_memory_bytes
         self.clock = clock or device_clock(self.device)
         # A plain Lock, not an RLock: Gradio advances a streaming handler from whichever worker thread is free,
@@ -154,13 +83,13 @@ class VideoQA:
 
     @classmethod
     def from_spec(cls, spec: dict) -> VideoQA:
-        """Load from plain data: `from_pretrained`'s arguments with `prune` as a dict (the form the command line
-        builds, Ray actors receive and eval runs record)."""
+        """Load from plain data: `from_pretrained`'s arguments with `prune` as a dict (`PruneConfig.to_dict`: the
+        form the command line builds, Ray actors receive and eval runs record)."""
         kw = dict(spec)
-        kw["prune"] = PruneConfig(**kw["prune"]).validate()
+        kw["prune"] = PruneConfig(**kw["prune"])
         return cls.from_pretrained(kw.pop("model"), **kw)
 
-    # -- the stages ---------------------------------------------------------------------------------
+    # -- the stages before the LLM ------------------------------------------------------------------
 
     def sample(self, video: str | Path | Clip, num_frames: int) -> tuple[Clip, float]:
         """Frames of `video` (decoded once per file version and frame count)."""
@@ -173,107 +102,61 @@ class VideoQA:
             key = (str(path.resolve()), st.st_mtime_ns, st.st_size, num_frames)
         except OSError:
             key = None  # sample_frames raises the user-facing error
-        clip = self._clips.get(key) if key else None
-        if clip is None:
-            clip = sample_frames(path, num_frames)
+        clip = (self._clips.get_fresh(key) if key else None) or sample_frames(path, num_frames)
         if key:
-            _lru_put(self._clips, key, clip)
+            self._clips.put(key, clip)
         return clip, self.clock() - t0
 
-    @torch.inference_mode()
     def encode(self, frames: np.ndarray) -> tuple[EncodedVideo, bool]:
-        """Preprocess frames and run the video tower + projector; cached by frame content."""
+        """The vision tower's output for `frames`, and whether it came from the cache (keyed by content)."""
         key = frames_hash(frames)
-        if key in self._encoded:
-            self._encoded.move_to_end(key)
-            return self._encoded[key], True
-        from .pruning.vispruner import cls_attention
-
-        pixels = self.processor.video_processor(videos=[list(frames)], return_tensors="pt")["pixel_values_videos"]
-        pixels = pixels[0].to(self.device, self.dtype)  # [F, 3, H, W]
-        tower = self.model.model.video_tower
-        out = tower(pixels, output_hidden_states=True)
-        cfg = self.model.config
-        layer = cfg.vision_feature_layer
-        idx = layer if layer >= 0 else len(out.hidden_states) + layer  # hidden_states[0] is the embeddings
-        vision_features = out.hidden_states[idx]
-        attn = cls_attention(tower.encoder.layers[idx - 1], out.hidden_states[idx - 1])
-        features = self.model.model.multi_modal_projector(vision_features)
-        grid = cfg.vision_config.image_size // cfg.vision_config.patch_size
-        enc = EncodedVideo(features, vision_features, attn, VisualLayout(n_frames=len(frames), grid=grid))
+        enc = self._encoded.get_fresh(key)
+        if enc is not None:
+            return enc, True
+        enc = encode_frames(self.model, self.processor, frames, self.device, self.dtype)
         self.encode_count += 1
-        _lru_put(self._encoded, key, enc)
+        self._encoded.put(key, enc)
         return enc, False
 
-    def select_before_llm(self, enc: EncodedVideo, cfg: PruneConfig, r: float) -> Selection:
-        """VisPruner / random / FastVID: which visual tokens the LLM will see at all, and as what."""
-        n_vis = enc.layout.n_tokens
-        keep = keep_count(n_vis, r)
-        features = rearrange(enc.features, "frame token d -> (frame token) d")
-        if cfg.method == "fastvid":
-            from .pruning.fastvid import FastVIDParams, select_fastvid
+    def select(self, enc: EncodedVideo, cfg: PruneConfig, r: float) -> Selection:
+        """The visual tokens the LLM will see and as what: the method's choice when it prunes before the LLM,
+        else every token (FastV, if chosen, prunes inside the LLM)."""
+        method = cfg.method_spec
+        if method.acts is Acts.BEFORE_LLM:
+            return method.select(enc, keep_count(enc.layout.n_tokens, r), cfg.options)
+        return Selection(None, enc.features.reshape(-1, enc.features.shape[-1]))
 
-            # Density and merging on the LLM's input embeddings, segmentation on the tower's CLS features:
-            # the spaces the official code uses (projected tokens; the vision tower's pooled output).
-            sel = select_fastvid(enc.features, keep, enc.layout, enc.cls_attention, enc.vision_features[:, 0],
-                                 FastVIDParams(context_share=cfg.context_share))
-            return Selection(sel.kept, sel.merged, enc.cls_attention.flatten().float().tolist(), sel.details,
-                             sel.absorbed)
-        if cfg.method == "random":
-            from .pruning.random import select_random
-
-            kept, scores, details = select_random(n_vis, keep, cfg.seed), None, {"seed": cfg.seed}
-        elif cfg.method == "vispruner":
-            from .pruning.vispruner import select_vispruner
-
-            kept, details = select_vispruner(enc.cls_attention.float(), enc.vision_features.float(), keep,
-                                             cfg.important_ratio, enc.layout)
-            scores = enc.cls_attention.flatten().float().tolist()
-        else:
-            kept, scores, details = list(range(n_vis)), None, {}
-        return Selection(kept, features[torch.as_tensor(kept, device=features.device)], scores, details)
-
-    def tokenize(self, question: str, history: list[tuple[str, str]] | None, n_visual: int) -> Tensor:
-        """Prompt ids [1, n] with the video token expanded to `n_visual` slots; the question and history stay
-        plain text even where they look like special tokens."""
-        ids = prompt_ids(self.processor.tokenizer, lambda q, h: build_prompt(q, h, self.prompt), question, history,
-                         self.model.config.video_token_id, n_visual)
-        return torch.tensor([ids], device=self.device)
-
-    def embed(self, ids: Tensor, visual: Tensor) -> tuple[Tensor, Tensor]:
-        """Token embeddings with the visual features scattered into the video-token slots."""
-        vis_mask = ids == self.model.config.video_token_id
-        if int(vis_mask.sum()) != len(visual):
-            raise InputError(f"the prompt has {int(vis_mask.sum())} video-token slots for {len(visual)} visual "
-                             f"features; they must be equal")
-        embeds = self.model.get_input_embeddings()(ids)
-        embeds[vis_mask] = visual.to(embeds.dtype)
-        return embeds, vis_mask
+    def prompt_ids(self, question: str, history: list[tuple[str, str]] | None = None) -> list[int]:
+        """The prompt's ids with one video-token slot (cached: a question is tokenised once); the question and
+        history stay plain text even where they look like special tokens."""
+        key = (question, tuple(history or ()))
+        ids = self._prompts.get_fresh(key)
+        if ids is None:
+            ids = prompt_ids(self.processor.tokenizer, lambda q, h: build_prompt(q, h, self.prompt), question,
+                             history, self.model.config.video_token_id, 1)
+            self._prompts.put(key, ids)
+        return ids
 
     def text_tokens(self, question: str, history: list[tuple[str, str]] | None = None) -> int:
         """Tokens of the prompt besides the visual ones."""
-        return self.tokenize(question, history, 0).shape[1]
+        return len(self.prompt_ids(question, history)) - 1
 
-    def plan(self, duration_s: float | None, n_text: int, cfg: PruneConfig, frames: int | None,
-             max_new: int, free_bytes: int | None = None, share: int = 1) -> tuple[int, float, object | None]:
-        """(frames to sample, R, the adaptive decision or None) for one question with `n_text` prompt tokens
-        about a clip of `duration_s` seconds. With R=auto both come from the clip's length, the prompt and the
-        memory free on this model's device (so a caller can decode the clip itself, e.g. under a timeout):
-        `free_bytes` (default: free now) split evenly between `share` requests, the batch this one runs in.
-        A cap beyond the usual answer (the official protocol asks for 1024) must not cost frames: frames are
-        planned with at most ANSWER_RESERVE tokens of answer room, and the answer runs on to the context's end."""
-        max_new = min(max_new, ANSWER_RESERVE)
-        if cfg.method != "none" and cfg.r == "auto":
-            free = self.free_memory(self.device) if free_bytes is None else free_bytes
-            decision = decide(duration_s, self.dims, n_text, free, k=cfg.layer or 0, frames=frames,
-                              policy=replace(self.policy, new_tokens=max_new), share=share)
-            return decision.frames, decision.r, decision
-        return frames or DEFAULT_FRAMES, 0.0 if cfg.method == "none" else float(cfg.r), None
+    def plan(self, duration_s: float | None, n_text: int, cfg: PruneConfig, frames: int | None, max_new: int,
+             free_bytes: int | None = None, share: int = 1) -> Plan:
+        """Frames and R for one question (pruning/budget.py); `free_bytes` default: read now."""
+        free = (lambda: self.free_memory(self.device)) if free_bytes is None else free_bytes
+        return plan(self.dims, cfg, n_text, duration_s, frames, max_new, free, self.policy, share)
+
+    def frames_to_sample(self, question: str, duration_s: float | None) -> int:
+        """The frames `ask` would sample for this question on a clip of `duration_s` seconds, with the defaults
+        (the Ray actor decodes them under its timeout before answering)."""
+        n_text = self.text_tokens(question.strip())
+        return self.plan(duration_s, n_text, self.prune, self.frames, self.max_new_tokens).frames
 
     def prepare(self, video: str | Path | Clip, question: str, history: list[tuple[str, str]] | None,
                 cfg: PruneConfig, frames: int | None, max_new: int, free_bytes: int | None = None,
                 share: int = 1) -> Request:
-        """Everything before the LLM for one question: frames, encoding, pruning before the LLM, prompt ids.
+        """The stages before the LLM for one question: plan, sample, encode, select, the prompt's ids.
         `free_bytes`, `share`: see `plan`."""
         t_start = self.clock()
         if not question or not question.strip():
@@ -281,112 +164,52 @@ class VideoQA:
         frames = frames or self.frames
         if frames is not None and frames < 1:
             raise InputError(f"frames must be >= 1, got {frames}")
-        question_text = question.strip()
-        n_text = self.text_tokens(question_text, history)
+        text_ids = self.prompt_ids(question.strip(), history)
+        n_text = len(text_ids) - 1
         duration = None
-        if cfg.method != "none" and cfg.r == "auto":
+        if cfg.adaptive:
             if isinstance(video, Clip):
                 duration, frames = video.info.duration_s, len(video.frames)
             else:
                 duration = probe_video(video).duration_s
-        frames, r, decision = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share)
-        frames = len(video.frames) if isinstance(video, Clip) else frames
-        self.check_context(frames, n_text, cfg, r, min(max_new, ANSWER_RESERVE))
-        clip, t_sample = self.sample(video, frames)
+        planned = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share)
+        n_frames = len(video.frames) if isinstance(video, Clip) else planned.frames
+        check_context(self.dims, n_frames, n_text, cfg, planned.r, min(max_new, ANSWER_RESERVE))
+        clip, t_sample = self.sample(video, n_frames)
 
         t0 = self.clock()
         enc, cached = self.encode(clip.frames)
         t_encode = 0.0 if cached else self.clock() - t0
-        if cfg.layer == 0:
-            sel = self.select_before_llm(enc, cfg, r)
-        else:
-            sel = Selection(None, rearrange(enc.features, "frame token d -> (frame token) d"))
-        visual = sel.visual
-        ids = self.tokenize(question_text, history, len(visual))[0]
-        hidden = enc.layout.n_tokens - len(visual) if cfg.original_positions else 0  # positions pruned ones hold
+        sel = self.select(enc, cfg, planned.r)
+        ids = torch.tensor(expand_video_slot(text_ids, self.model.config.video_token_id, len(sel.visual)),
+                           device=self.device)
+        hidden = enc.layout.n_tokens - len(sel.visual) if cfg.original_positions else 0  # positions pruned ones hold
         room = self.dims.context - len(ids) - hidden
-        return Request(question=question, clip=clip, enc=enc, encode_cached=cached, ids=ids, visual=visual,
-                       cfg=cfg, r=r, decision=decision, kept=sel.kept, scores=sel.scores, details=sel.details,
-                       absorbed=sel.absorbed, max_new=min(max_new, room), context_capped=room < max_new,
-                       t_start=t_start, t_sample=t_sample, t_encode=t_encode)
+        return Request(question=question, clip=clip, enc=enc, encode_cached=cached, ids=ids, cfg=cfg, plan=planned,
+                       selection=sel, max_new=min(max_new, room), context_capped=room < max_new, t_start=t_start,
+                       t_sample=t_sample, t_encode=t_encode)
 
-    def check_context(self, frames: int, n_text: int, cfg: PruneConfig, r: float, max_new: int) -> None:
-        """Refuse a frame count whose prompt cannot fit the context window, before any frame is decoded.
-
-        Visual tokens count in full except when pruned before the LLM: FastV's first K layers see them all,
-        and with original positions (fastvid's default) the kept ones reach the unpruned length."""
-        room = self.dims.context - n_text - max_new
-
-        def visual(f: int) -> int:
-            n = f * self.dims.tokens_per_frame
-            return keep_count(n, r) if cfg.layer == 0 and not cfg.original_positions else n
-
-        if visual(frames) <= room:
-            return
-        if room < visual(1):
-            raise InputError(f"the question and history need {n_text} tokens + {max_new} new tokens, which leaves "
-                             f"no room for a frame in the model's context of {self.dims.context}; shorten them")
-        most, over = 1, frames  # visual(most) fits, visual(over) does not
-        while over - most > 1:
-            mid = (most + over) // 2
-            most, over = (mid, over) if visual(mid) <= room else (most, mid)
-        n = frames * self.dims.tokens_per_frame
-        tokens = f"{n} visual tokens" if visual(frames) == n else f"{visual(frames)} visual tokens (of {n}, R={r:.2f})"
-        raise InputError(f"{frames} frames need {tokens} + {n_text} prompt and {max_new} answer tokens, more than "
-                         f"the model's context of {self.dims.context}; use at most {most} frames")
+    # -- the LLM ------------------------------------------------------------------------------------
 
     def collate(self, requests: list[Request]) -> Collated:
-        """One left-padded batch: every prompt ends at the last position, so each sample's next token is there."""
-        b, n = len(requests), max(len(req.ids) for req in requests)
-        embed = self.model.get_input_embeddings()
-        batch = Collated(
-            embeds=torch.zeros(b, n, embed.embedding_dim, dtype=self.dtype, device=self.device),
-            attention_mask=torch.zeros(b, n, dtype=torch.long, device=self.device),
-            visual_mask=torch.zeros(b, n, dtype=torch.bool, device=self.device),
-            position_ids=torch.zeros(b, n, dtype=torch.long, device=self.device),
-        )
-        for i, req in enumerate(requests):
-            e, v = self.embed(req.ids[None], req.visual)
-            start = n - len(req.ids)
-            batch.embeds[i, start:], batch.visual_mask[i, start:] = e[0], v[0]
-            batch.attention_mask[i, start:] = 1
-            batch.position_ids[i, start:] = self.positions(req, v[0])
-        return batch
+        return collate(self.model, requests, self.device, self.dtype)
 
     def prefill(self, requests: list[Request], batch: Collated) -> llm.PrefillResult:
-        """Run the prompts through the LLM; FastV ranks and prunes each sample inside it."""
+        """Run the prompts through the LLM; a method acting inside it (FastV) ranks and prunes each sample."""
         cfg = requests[0].cfg
+        method = cfg.method_spec
         plan = None
-        if cfg.method == "fastv":
-            plan = FastVPlan(cfg.k, [req.r for req in requests], cfg.rank_by, cfg.frame_floor,
-                             requests[0].enc.layout.tokens_per_frame)
+        if method.acts is Acts.IN_LLM:
+            plan = method.plan(cfg.options, [req.r for req in requests], requests[0].enc.layout.tokens_per_frame)
         return llm.prefill(self.decoder.lm, batch.embeds, batch.attention_mask, batch.visual_mask, plan,
                            batch.position_ids, clock=self.clock)
 
     def decode(self, requests: list[Request], state: llm.PrefillResult) -> Generator[TextDelta, None, list]:
         """Greedy decoding. Yields each sample's new text as it completes; returns the new token ids."""
-        tok = self.processor.tokenizer
         eos = llm.eos_ids(self.model.generation_config.eos_token_id)
-        new_ids: list[list[int]] = [[] for _ in requests]
-        texts = ["" for _ in requests]
-        done = [False] * len(requests)
         max_new = max(req.max_new for req in requests)
-        for tokens in self.decoder.decode_n_tokens(state, max_new, eos):
-            for i, token in enumerate(tokens.tolist()):
-                if done[i]:
-                    continue
-                if token in eos or len(new_ids[i]) >= requests[i].max_new:
-                    done[i] = True
-                    continue
-                new_ids[i].append(token)
-                full = tok.decode(new_ids[i], skip_special_tokens=True)
-                # Hold back a trailing partial character (byte-level BPE) until it completes.
-                if not full.endswith("\ufffd") and full != texts[i]:
-                    yield TextDelta(i, full[len(texts[i]):] if full.startswith(texts[i]) else full)
-                    texts[i] = full
-            if all(done):
-                break
-        return new_ids
+        steps = self.decoder.decode_n_tokens(state, max_new, eos)
+        return (yield from stream_text(self.processor.tokenizer, steps, requests, eos))
 
     def generate(self, requests: list[Request]) -> Generator[TextDelta, None, list[Answer]]:
         """Collate, prefill and decode the requests as one batch.
@@ -407,62 +230,17 @@ class VideoQA:
             t_generate = self.clock() - t0
         finally:
             peak = memory.stop()
-        return self.assemble_answers(requests, state, new_ids, t_prefill, t_generate, peak)
-
-    def assemble_answers(self, requests: list[Request], state: llm.PrefillResult, new_ids: list[list[int]],
-                         t_prefill: float, t_generate: float, peak: tuple[int, str]) -> list[Answer]:
-        """Text, kept tokens, stats and FLOPs of each sample, from the requests and what the LLM did;
-        `peak`: (bytes, kind) of the batch's peak memory."""
-        peak, kind = peak
-        cache = llm.cache_bytes(state.cache)
-        n = max(len(req.ids) for req in requests)
-        answers = []
-        for i, req in enumerate(requests):
-            n_vis = req.enc.layout.n_tokens
-            if state.k is not None:  # FastV chose inside the LLM
-                kept_idx, scores = state.kept[i].tolist(), state.scores[i].float().tolist()
-            else:
-                kept_idx, scores = req.kept if req.kept is not None else list(range(n_vis)), req.scores
-            kept = KeptTokens(method=req.cfg.method, layer=req.cfg.layer, n_visual=n_vis, kept=kept_idx,
-                              layout=req.enc.layout, offset=state.visual_offsets[i] - (n - len(req.ids)), r=req.r,
-                              scores=scores, details=req.details, absorbed=req.absorbed)
-            stats = Stats(
-                frames=len(req.clip.frames), distinct_frames=req.clip.distinct_frames, visual_tokens=n_vis,
-                kept_visual_tokens=len(kept_idx),
-                prompt_tokens=len(req.ids), new_tokens=len(new_ids[i]), max_new_tokens=req.max_new,
-                context_capped=req.context_capped, t_sample=req.t_sample,
-                t_encode=req.t_encode, t_prefill=t_prefill, t_rank=state.t_rank, t_generate=t_generate,
-                t_total=self.clock() - req.t_start,
-                tokens_per_s=len(new_ids[i]) / t_generate if t_generate > 0 else 0.0,
-                peak_memory_bytes=peak, peak_memory_kind=kind, cache_bytes=cache // len(requests),
-                encode_cached=req.encode_cached, device=str(self.device),
-                dtype=str(self.dtype).removeprefix("torch."),
-            )
-            flops = estimate_flops(self.dims, len(req.ids) - len(req.visual), n_vis, len(kept_idx), req.cfg.layer)
-            text = self.processor.tokenizer.decode(new_ids[i], skip_special_tokens=True).strip()
-            answers.append(Answer(text=text, question=req.question, clip=req.clip, kept=kept,
-                                  decision=req.decision, stats=stats, flops=flops, prune=req.cfg,
-                                  prompt=self.prompt))
-        return answers
-
-    def positions(self, req: Request, vis_mask: Tensor) -> Tensor:
-        """RoPE positions of a prompt: contiguous, or, for tokens kept before the LLM with original positions
-        (`keep_positions`; fastvid's default), the positions they would have had in the unpruned prompt."""
-        n = len(req.ids)
-        pos = torch.arange(n, device=self.device)
-        if req.kept is None or not req.cfg.original_positions or not bool(vis_mask.any()):
-            return pos
-        start = int(vis_mask.nonzero()[0])
-        kept = torch.as_tensor(req.kept, device=self.device)
-        pos[vis_mask] = start + kept
-        after = torch.arange(n, device=self.device) > int(vis_mask.nonzero()[-1])
-        pos[after] += req.enc.layout.n_tokens - len(kept)
-        return pos
+        fastv = state.k is not None
+        run = BatchRun(kept=state.kept if fastv else None, scores=state.scores if fastv else None,
+                       visual_offsets=state.visual_offsets, t_rank=state.t_rank,
+                       cache_bytes=llm.cache_bytes(state.cache), t_prefill=t_prefill, t_generate=t_generate,
+                       peak=peak, t_end=self.clock())
+        return assemble(self, requests, run, new_ids)
 
     # -- public API ---------------------------------------------------------------------------------
 
     def _config(self, prune: PruneConfig | None, max_new_tokens: int | None) -> tuple[PruneConfig, int]:
-        cfg = (prune or self.prune).validate(self.dims.n_layers)
+        cfg = self.prune if prune is None else prune.validate(self.dims.n_layers)
         max_new = self.max_new_tokens if max_new_tokens is None else max_new_tokens
         if max_new < 1:
             raise InputError(f"max_new_tokens must be >= 1, got {max_new}")
@@ -500,7 +278,7 @@ class VideoQA:
         sample with its share of the free memory (read once for the batch), which may prune more."""
         with self._lock:
             cfg, max_new = self._config(prune, max_new_tokens)
-            free = self.free_memory(self.device) if cfg.r == "auto" and cfg.method != "none" else None
+            free = self.free_memory(self.device) if cfg.adaptive else None
             requests = [self.prepare(v, q, None, cfg, frames, max_new, free, len(items)) for v, q in items]
             events = self.generate(requests)
             while True:
@@ -508,10 +286,3 @@ class VideoQA:
                     next(events)
                 except StopIteration as finished:
                     return finished.value
-
-
-def _lru_put(cache: OrderedDict, key, value) -> None:
-    cache[key] = value
-    cache.move_to_end(key)
-    while len(cache) > CACHE_SIZE:
-        cache.popitem(last=False)

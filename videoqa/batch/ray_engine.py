@@ -39,12 +39,12 @@ class RayOptions:
 def fixed_frame_count(model_spec: dict) -> int | None:
     """The frames the pipeline will sample, when that does not depend on the device: an explicit --frames,
     or a fixed R (8 frames). With R=auto the count is chosen from the memory of the actor's device."""
-    from ..pipeline import DEFAULT_FRAMES
+    from ..pruning import PruneConfig
+    from ..pruning.budget import DEFAULT_FRAMES
 
     if model_spec.get("frames"):
         return model_spec["frames"]
-    prune = model_spec["prune"]
-    return DEFAULT_FRAMES if prune["method"] == "none" or prune["r"] != "auto" else None
+    return None if PruneConfig(**model_spec["prune"]).adaptive else DEFAULT_FRAMES
 
 
 def _decode_row(row: dict, frames: int | None, timeout_s: float | None) -> dict:
@@ -84,10 +84,8 @@ class _QAActor:
 
         if len(clip):
             return pickle.loads(clip)
-        qa = self.qa
-        n_text = qa.text_tokens(item.question.strip())
-        frames = qa.plan(duration, n_text, qa.prune, qa.frames, qa.max_new_tokens)[0]
-        call_with_timeout(lambda: qa.sample(item.video, frames), self.timeout_s)
+        frames = self.qa.frames_to_sample(item.question, duration)  # the plan `ask` will make, from the same stage
+        call_with_timeout(lambda: self.qa.sample(item.video, frames), self.timeout_s)
         return item.video
 
     def __call__(self, batch: dict) -> dict:

@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
@@ -58,22 +58,31 @@ def answer_options(spec: dict) -> dict:
     by its resolved path), dtype, attention kernel, the pruning fields the method reads, frames and the
     answer length and the prompt template. Not the device, batch size or engine (records are identical across them)."""
     from ..model import NAMED_MODELS
-    from ..pruning import FIELDS_USED, PruneConfig
 
     model = spec["model"]
     if model not in NAMED_MODELS and Path(model).expanduser().is_dir():
         model = Path(model).expanduser().resolve().as_posix()
-    # A spec written before a field existed reads as that field's default.
-    prune = {**asdict(PruneConfig(method=spec["prune"]["method"])), **spec["prune"]}
+    prune = prune_key(spec["prune"])
     return {
         "model": model,
         "dtype": spec.get("dtype"),
         "attn": spec.get("attn_implementation"),
-        "prune": {"method": prune["method"], **{k: prune[k] for k in FIELDS_USED[prune["method"]]}},
+        "prune": prune,
         "frames": spec.get("frames"),
         "max_new_tokens": spec.get("max_new_tokens"),
         "prompt": spec.get("prompt", "plain"),
     }
+
+
+def prune_key(prune: dict) -> dict:
+    """The pruning options that change answers: the method, R where it prunes, and the method's own options
+    (another method's cannot change them; one a spec written before it existed lacks reads as its default)."""
+    from ..pruning import PruneConfig
+
+    cfg = PruneConfig(**prune)
+    method = cfg.method_spec
+    options = {name: getattr(cfg, name) for name in method.option_names}
+    return {"method": cfg.method, **({"r": cfg.r} if method.uses_r else {}), **options}
 
 
 def fingerprint(options: dict) -> str:

@@ -9,7 +9,6 @@ loaded once; every run folder can be re-read by `videoqa report`.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 from ..batch.local import local_records
@@ -19,7 +18,7 @@ from ..eval.datasets import load_dataset
 from ..eval.judges import ExactJudge, normalize
 from ..eval.report import plot_accuracy_vs_flops
 from ..eval.run import run_eval
-from ..pruning import PruneConfig
+from ..pruning import AUTO, REGISTRY, PruneConfig
 
 RATIOS = (0.25, 0.5, 0.75, 0.9)
 FASTVID_RATIOS = (0.5, 0.75, 0.9, 0.95)
@@ -41,8 +40,9 @@ def held_out_split(root: Path, n_clips: int, seed: int = 0) -> Path:
 def configs(k: int) -> list[PruneConfig]:
     out = [PruneConfig(method="none")]
     for method in METHODS:
-        out += [PruneConfig(method=method, k=k, r=r) for r in RATIOS]
-        out.append(PruneConfig(method=method, k=k, r="auto"))
+        layer = {"k": k} if method == "fastv" else {}
+        out += [PruneConfig(method=method, r=r, **layer) for r in RATIOS]
+        out.append(PruneConfig(method=method, r="auto", **layer))
     for method in ("vispruner", "random"):  # the same selections, original RoPE positions kept
         out += [PruneConfig(method=method, r=r, keep_positions=True) for r in RATIOS]
     # FastVID keeps original positions by default (its official code does); renumbered at every R for
@@ -67,7 +67,7 @@ def run_name(cfg: PruneConfig) -> str:
     """The run folder of a validated configuration."""
     name = cfg.method + (f"-k{cfg.k}" if cfg.method == "fastv" else "") + f"-r{cfg.r}"
     name += "-pos" if cfg.keep_positions else ""
-    if cfg.method == "fastvid" and cfg.context_share != PruneConfig.context_share:
+    if cfg.method == "fastvid" and cfg.context_share != REGISTRY.get("fastvid").option("context_share").default:
         name += f"-d{cfg.context_share}"
     return name
 
@@ -99,7 +99,7 @@ def run_accuracy(model: str = "demo", runs_dir: str | Path = "runs/accuracy", cl
             return summarize_answer(qa.ask(video, question, prune=cfg).to_dict())
 
         name = run_name(cfg)
-        config = {"dataset": "demo-heldout", "model": model, "prune": asdict(cfg), "frames": None}
+        config = {"dataset": "demo-heldout", "model": model, "prune": cfg.to_dict(), "frames": None}
         result = run_eval(ds, runs / name, lambda todo, fn=answer: local_records(todo, fn), ExactJudge(), config,
                           progress=False)
         result["dataset"] = "demo-heldout"  # not MSVD: keeps the published MSVD points off this plot
@@ -120,7 +120,7 @@ def format_table(rows: list[tuple[dict, dict[str, tuple[int, int]]]]) -> str:
     lines = [head, "|" + "---|" * (5 + len(types))]
     for r, counts in rows:
         hits, total = sum(h for h, _ in counts.values()), sum(n for _, n in counts.values())
-        r_label = f"auto ({r['r_mean']:.2f})" if r["r"] == "auto" else f"{r['r']:.2f}"
+        r_label = f"auto ({r['r_mean']:.2f})" if r["r"] == AUTO else f"{r['r']:.2f}"
         per_type = " | ".join(f"{100 * counts[t][0] / counts[t][1]:.1f}" if t in counts else "–" for t in types)
         method = r["method"] + (f" K={r['k']}" if r["k"] else "")
         lines.append(f"| {method} | {r_label} | {r['kept_tokens']:.0f} / {r['visual_tokens']:.0f} "

@@ -18,8 +18,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from .. import llm
-from ..pruning import ModelDims, PruneConfig, keep_count
-from ..pruning.fastv import FastVPlan
+from ..pruning import REGISTRY, Acts, EncodedVideo, ModelDims, PruneConfig, VisualLayout, keep_count
 from ..pruning.flops import estimate_flops
 
 PRESETS = {
@@ -105,10 +104,29 @@ def time_decode(model, state, n_tokens: int, device: str) -> float:
     return (time.perf_counter() - t0) / n_tokens
 
 
+def bench_config(method: str, r: float | str, k: int) -> PruneConfig:
+    """A registered method at R, at layer `k` when it prunes inside the LLM; its other options at their defaults."""
+    spec = REGISTRY.get(method)
+    layer = {spec.layer_option: k} if spec.layer_option else {}
+    return PruneConfig(method, r=r if spec.uses_r else 0.0, **layer).validate()
+
+
+def llm_inputs(model, frames: int, cfg: PruneConfig, r: float) -> tuple[tuple, object, int]:
+    """(prefill inputs, the in-LLM ranking plan or None, kept visual tokens) of `frames` frames under `cfg`:
+    a method acting before the LLM simply leaves the LLM `kept` visual tokens from layer 0."""
+    spec = cfg.method_spec
+    n_vis = frames * TOKENS_PER_FRAME
+    kept = n_vis if spec.acts is Acts.NEVER else keep_count(n_vis, r)
+    if spec.acts is Acts.IN_LLM:
+        return make_prompt(model, frames), spec.plan(cfg.options, [r], TOKENS_PER_FRAME), kept
+    return make_prompt(model, frames, n_keep=None if spec.acts is Acts.NEVER else kept), None, kept
+
+
 def method_rows(setup: Setup, methods: list[tuple[str, float | str]], repeats: int, decode_tokens: int,
                 k: int = 2) -> list[dict]:
     """Time every (method, R) on one model in one process, interleaved so machine noise hits all alike."""
     from ..pruning.adaptive import decide, free_memory_bytes
+    from ..pruning.budget import only_kept_count
 
     model = build_lm(setup)
     dtype = getattr(torch, setup.dtype)
@@ -117,23 +135,20 @@ def method_rows(setup: Setup, methods: list[tuple[str, float | str]], repeats: i
     n_text = TEXT_BEFORE + TEXT_AFTER
     rows = []
     for method, r in methods:
+        cfg = bench_config(method, r, k)
         decision = None
-        if r == "auto":
-            decision = decide(None, dims, n_text, free_memory_bytes(setup.device),
-                              k=k if method == "fastv" else 0, frames=setup.frames)
+        if cfg.adaptive:
+            decision = decide(None, dims, n_text, free_memory_bytes(setup.device), k=cfg.layer or 0,
+                              frames=setup.frames, renumbered=only_kept_count(cfg))
             r = decision.r
-        kept = n_vis if method == "none" else keep_count(n_vis, r)
-        layer = {"none": None, "fastv": k}.get(method, 0)
-        if method == "fastv":
-            inputs, plan = make_prompt(model, setup.frames), FastVPlan(k=k, r=r)
-        else:  # before-LLM methods: the LLM simply sees `kept` visual tokens from layer 0
-            inputs, plan = make_prompt(model, setup.frames, n_keep=kept), None
-        t_select = _selection_seconds(method, setup.frames, kept, setup.seed, dims.hidden, setup.device)
+        r = float(r) if cfg.method_spec.uses_r else 0.0
+        inputs, plan, kept = llm_inputs(model, setup.frames, cfg, r)
+        t_select = _selection_seconds(cfg, setup.frames, kept, dims.hidden, setup.device)
         llm.prefill(model, *inputs, plan)  # warm-up
         t, t_rank, state = time_prefill(model, inputs, plan, setup.device, repeats)
         t_dec = time_decode(model, state, decode_tokens, setup.device)
-        flops = estimate_flops(dims, n_text, n_vis, kept, layer)
-        rows.append(dict(frames=setup.frames, method=method, k=layer, r=round(r, 3), kept=kept,
+        flops = estimate_flops(dims, n_text, n_vis, kept, cfg.layer)
+        rows.append(dict(frames=setup.frames, method=method, k=cfg.layer, r=round(r, 3), kept=kept,
                          auto=decision is not None, prefill_s=t + t_select, rank_s=t_rank + t_select,
                          decode_ms=1000 * t_dec, cache_mb=llm.cache_bytes(state.cache) / 2**20,
                          flops_ratio=flops.ratio))
@@ -143,39 +158,22 @@ def method_rows(setup: Setup, methods: list[tuple[str, float | str]], repeats: i
     return rows
 
 
-def _selection_seconds(method: str, frames: int, kept: int, seed: int, hidden: int = 4096,
-                       device: str = "cpu") -> float:
+def _selection_seconds(cfg: PruneConfig, frames: int, kept: int, hidden: int = 4096, device: str = "cpu") -> float:
     """Cost of choosing tokens before the LLM (VisPruner's similarity passes, random's draw, FastVID's
-    segmentation, density peaks and merging on the LLM-sized features it works on)."""
-    n_vis = frames * TOKENS_PER_FRAME
-    if method == "fastvid":
-        from ..pruning.base import VisualLayout
-        from ..pruning.fastvid import select_fastvid
-
-        g = torch.Generator().manual_seed(seed)
-        attn = torch.rand(frames, TOKENS_PER_FRAME, generator=g).softmax(-1).to(device)
-        feats = torch.randn(frames, TOKENS_PER_FRAME, hidden, generator=g).to(device)
-        frame_feats = torch.randn(frames, 1024, generator=g).to(device)
-        _sync(device)
-        t0 = time.perf_counter()
-        select_fastvid(feats, kept, VisualLayout(frames, 16), attn, frame_feats)
-        _sync(device)
-        return time.perf_counter() - t0
-    t0 = time.perf_counter()
-    if method == "random":
-        from ..pruning.random import select_random
-
-        select_random(n_vis, kept, seed)
-    elif method == "vispruner":
-        from ..pruning.base import VisualLayout
-        from ..pruning.vispruner import select_vispruner
-
-        g = torch.Generator().manual_seed(seed)
-        attn = torch.rand(frames, TOKENS_PER_FRAME, generator=g).softmax(-1)
-        feats = torch.randn(frames, TOKENS_PER_FRAME, 1024, generator=g)
-        select_vispruner(attn, feats, kept, PruneConfig().important_ratio, VisualLayout(frames, 16))
-    else:
+    segmentation, density peaks and merging), on a random encoding of LLM-sized features."""
+    spec = cfg.method_spec
+    if spec.acts is not Acts.BEFORE_LLM:
         return 0.0
+    g = torch.Generator().manual_seed(0)
+    layout = VisualLayout(frames, 16)
+    enc = EncodedVideo(features=torch.randn(frames, TOKENS_PER_FRAME, hidden, generator=g).to(device),
+                       vision_features=torch.randn(frames, TOKENS_PER_FRAME, 1024, generator=g).to(device),
+                       cls_attention=torch.rand(frames, TOKENS_PER_FRAME, generator=g).softmax(-1).to(device),
+                       layout=layout)
+    _sync(device)
+    t0 = time.perf_counter()
+    spec.select(enc, kept, cfg.options)
+    _sync(device)
     return time.perf_counter() - t0
 
 
@@ -201,7 +199,7 @@ def run_llm(setup: Setup, k: int = 2, repeats: int = 3, decode_tokens: int = 16,
     from .memory import measure_peaks
 
     setup = replace(setup, frames=8)
-    methods = [("none", 0.0), ("fastv", 0.5), ("vispruner", 0.5), ("random", 0.5), ("fastvid", 0.5)]
+    methods = [(m.name, 0.5 if m.uses_r else 0.0) for m in REGISTRY]  # every registered method
     rows = method_rows(setup, methods, repeats, decode_tokens, k=k)
     peaks = measure_peaks(setup, methods, k) if memory else None
     fastv = next(r for r in rows if r["method"] == "fastv")

@@ -28,7 +28,7 @@ from ..batch.store import latest_by_key, read_records
 from ..eval.datasets import QADataset, load_dataset
 from ..eval.judges import ExactJudge
 from ..eval.run import run_eval
-from ..pruning import METHODS, ModelDims, PruneConfig
+from ..pruning import REGISTRY, ModelDims, PruneConfig
 from ..pruning.adaptive import AdaptivePolicy, video_llava_7b_dims
 from ..pruning.flops import estimate_flops
 from .accuracy import exact_hits
@@ -57,8 +57,8 @@ class Row:
 
     def config(self, model: str, split: str) -> dict:
         policy = self.policy or AdaptivePolicy()
-        return {"dataset": f"long-{split}", "model": model, "prune": asdict(self.prune), "frames": self.frames,
-                "policy": asdict(policy) if self.prune.r == "auto" or self.frames == "auto" else None}
+        return {"dataset": f"long-{split}", "model": model, "prune": self.prune.to_dict(), "frames": self.frames,
+                "policy": asdict(policy) if self.prune.adaptive or self.frames == "auto" else None}
 
     def folder(self, model: str, split: str) -> str:
         """A folder name that changes whenever the configuration does, so a resumed run never mixes two."""
@@ -78,7 +78,7 @@ def default_rows(k: int = LONG_K) -> list[Row]:
         Row("adaptive VisPruner, kept positions", PruneConfig(method="vispruner", r="auto", keep_positions=True)),
         Row("adaptive random", PruneConfig(method="random", r="auto")),
     ]
-    if "fastvid" in METHODS:
+    if "fastvid" in REGISTRY:
         rows += [Row(f"FastVID R={r}", PruneConfig(method="fastvid", r=r)) for r in FASTVID_RATIOS]
     return rows
 
@@ -128,9 +128,9 @@ def resolve_frames(row: Row, rows: list[Row], done: dict[str, dict], dims: Model
         ref = done[rows[0].label]  # the unpruned 8-frame row: its prompt length gives each question's room
         return {(rec["video"], rec["question"]): (dims.context - _n_text(rec) - MAX_NEW) // dims.tokens_per_frame
                 for rec in ref.values() if not rec.get("error")}
-    if row.prune.r == "auto":
+    if row.prune.adaptive:
         return {}
-    source = next(r for r in rows if r.prune.method == "fastv" and r.prune.r == "auto" and r.frames == "auto")
+    source = next(r for r in rows if r.prune.method == "fastv" and r.prune.adaptive and r.frames == "auto")
     return {(rec["video"], rec["question"]): rec["stats"]["frames"]
             for rec in done[source.label].values() if not rec.get("error")}
 

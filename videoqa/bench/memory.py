@@ -15,9 +15,8 @@ import torch
 
 from .. import llm
 from ..measure import RssSampler
-from ..pruning import keep_count
-from ..pruning.fastv import FastVPlan
-from .llm import TOKENS_PER_FRAME, Setup, build_lm, make_prompt
+from ..pruning import REGISTRY, Method
+from .llm import Setup, bench_config, build_lm, llm_inputs
 
 
 def measure_peaks(setup: Setup, methods: list[tuple[str, float]], k: int) -> dict[str, float]:
@@ -25,20 +24,17 @@ def measure_peaks(setup: Setup, methods: list[tuple[str, float]], k: int) -> dic
     ctx = multiprocessing.get_context("spawn")
     peaks = {}
     for method, r in methods:
-        with ctx.Pool(1) as pool:
-            peaks[method] = pool.apply(peak_memory_mb, (setup, method, r, k))
+        with ctx.Pool(1) as pool:  # the declaration travels along: a fresh process knows only the built-ins
+            peaks[method] = pool.apply(peak_memory_mb, (setup, REGISTRY.get(method), r, k))
     return peaks
 
 
-def peak_memory_mb(setup: Setup, method: str, r: float, k: int) -> float:
+def peak_memory_mb(setup: Setup, method: Method, r: float, k: int) -> float:
     """Run in a fresh process: peak memory (MB) of one prefill above the weights and inputs."""
+    if method.name not in REGISTRY:  # a method registered by a plugin or a test in the parent
+        REGISTRY.register(method)
     model = build_lm(setup)
-    n_vis = setup.frames * TOKENS_PER_FRAME
-    if method == "fastv":
-        inputs, plan = make_prompt(model, setup.frames), FastVPlan(k=k, r=r)
-    else:
-        n_keep = None if method == "none" else keep_count(n_vis, r)
-        inputs, plan = make_prompt(model, setup.frames, n_keep=n_keep), None
+    inputs, plan, _ = llm_inputs(model, setup.frames, bench_config(method.name, r, k), r)
 
     def run() -> None:
         llm.prefill(model, *inputs, plan)

@@ -9,18 +9,17 @@ from ..eval.datasets import DATASETS, load_dataset
 from ..eval.judges import make_judge
 from ..eval.protocol import OFFICIAL_DIR
 from ..eval.run import format_result, run_eval
+from ..pruning import PruneConfig
 from .options import (
     add_engine_options,
     add_model_options,
     add_prune_options,
     engine_from_args,
     model_spec_from_args,
-    prune_from_args,
 )
 
 
-def default_out(args: argparse.Namespace) -> Path:
-    prune = prune_from_args(args)
+def default_out(args: argparse.Namespace, prune: PruneConfig) -> Path:
     k = f"-k{prune.k}" if prune.method == "fastv" else ""
     pos = "-pos" if prune.keep_positions else ""
     return Path("runs") / f"{args.dataset}-{prune.method}{k}-r{prune.r}{pos}"
@@ -36,13 +35,13 @@ def run_eval_command(args: argparse.Namespace) -> int:
         timeout_s=args.judge_timeout,
         scoring=args.scoring,
     )
-    config = model_spec_from_args(args)
-    config.pop("device")  # where it ran does not change what it answers
-    out = Path(args.out) if args.out else default_out(args)
+    spec = model_spec_from_args(args)  # the pruning options are checked here, once
+    config = {key: value for key, value in spec.items() if key != "device"}  # where it ran changes no answer
+    out = Path(args.out) if args.out else default_out(args, PruneConfig(**spec["prune"]))
     result = run_eval(
         ds,
         out,
-        engine_from_args(args),
+        engine_from_args(args, spec),
         judge,
         {"dataset": args.dataset, **config},
         retry_errors=args.retry_errors,

@@ -7,11 +7,10 @@ loads the model here, is shipped to Ray actors, and is recorded with eval runs.
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
-from ..pruning import FIELDS_USED, METHODS, PruneConfig
+from ..pruning import AUTO, REGISTRY, PruneConfig, parse_r
 
 if TYPE_CHECKING:
     from ..batch.run import Produce
@@ -41,24 +40,35 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_prune_options(p: argparse.ArgumentParser, initial_only: bool = False) -> None:
-    """The pruning options. An option the chosen method does not read is an error (it would be silently
-    ignored), except with `initial_only`, where they are the web page's first settings."""
+    """The pruning options: --prune, --r and every option a registered method declares. An option the chosen
+    method does not read is an error (it would be silently ignored), except with `initial_only`, where they
+    are the web page's first settings."""
     g = p.add_argument_group("pruning")
-    g.add_argument("--prune", default="fastv", choices=METHODS, help="pruning method (default: fastv)")
-    # None: not given (the PruneConfig default applies), so a given option the method ignores is caught.
-    g.add_argument("--k", type=int, default=None, help="FastV: prune after layer K-1 (default: 2)")
+    methods = "; ".join(f"{m.name}: {m.help}" for m in REGISTRY)
+    g.add_argument("--prune", default="fastv", choices=REGISTRY.names(),
+                   help=f"pruning method (default: fastv). {methods}")
+    # None: not given (the method's default applies), so a given option the method ignores is caught.
     g.add_argument("--r", default=None,
                    help="fraction of visual tokens to drop, in [0, 1), or 'auto' (default: auto)")
-    g.add_argument("--rank-by", default=None, choices=["last", "text"],
-                   help="FastV ranking query: the last prompt token (official code; default) or all text tokens")
-    g.add_argument("--seed", type=int, default=None, help="seed of random pruning (default: 0)")
-    g.add_argument("--keep-positions", action=argparse.BooleanOptionalAction, default=None,
-                   help="pruning before the LLM: kept tokens keep their original RoPE positions, as FastV does "
-                        "(default: on for fastvid, as its official code; off for vispruner/random, as theirs)")
-    g.add_argument("--frame-floor", type=float, default=None, metavar="SHARE",
-                   help="FastV: spread this share of the kept tokens evenly over the frames, the rest by score "
-                        "(default: 0, FastV's global top-k)")
+    for option in REGISTRY.options().values():
+        users = [REGISTRY.get(name) for name in REGISTRY.users(option.name)]
+        defaults = {m.name: m.option(option.name).default for m in users}
+        if len(set(defaults.values())) > 1:  # e.g. --keep-positions: each method's own rule
+            users_text = "; ".join(f"{name}: default {_shown(value)}" for name, value in defaults.items())
+        else:
+            users_text = ", ".join(defaults)
+        help_text = f"{option.help} [{users_text}]"
+        if option.type is bool:
+            g.add_argument(option.flag, dest=option.name, action=argparse.BooleanOptionalAction, default=None,
+                           help=help_text)
+        else:
+            g.add_argument(option.flag, dest=option.name, type=option.type, default=None, choices=option.choices,
+                           metavar=option.metavar, help=help_text)
     p.set_defaults(prune_initial_only=initial_only)
+
+
+def _shown(value) -> str:
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
 
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
@@ -100,26 +110,29 @@ def positive_int(text: str) -> int:
     return n
 
 
-PRUNE_FLAGS = {"k": "--k", "r": "--r", "rank_by": "--rank-by", "seed": "--seed", "keep_positions": "--keep-positions",
-               "frame_floor": "--frame-floor"}
-
-
-def _flag(field: str, value) -> str:
+def _flag(name: str, value) -> str:
     """How the user wrote an option: `--k 3`, `--keep-positions`, `--no-keep-positions`."""
+    flag = "--" + name.replace("_", "-")
     if isinstance(value, bool):
-        return PRUNE_FLAGS[field] if value else "--no-" + PRUNE_FLAGS[field].removeprefix("--")
-    return f"{PRUNE_FLAGS[field]} {value}"
+        return flag if value else "--no-" + flag.removeprefix("--")
+    return f"{flag} {value}"
 
 
 def prune_from_args(args: argparse.Namespace) -> PruneConfig:
-    given = {f: getattr(args, f) for f in PRUNE_FLAGS if getattr(args, f) is not None}
-    ignored = [f for f in given if f not in FIELDS_USED[args.prune]]
+    """The checked pruning configuration of the command line (an InputError names a bad or ignored option)."""
+    method = REGISTRY.get(args.prune)
+    given = {name: getattr(args, name) for name in REGISTRY.options() if getattr(args, name, None) is not None}
+    ignored = [name for name in given if name not in method.option_names]
+    if args.r is not None and not method.uses_r:
+        ignored.insert(0, "r")
     if ignored and not getattr(args, "prune_initial_only", False):
-        shown = " ".join(_flag(f, given[f]) for f in ignored)
-        users = [m for m in METHODS if set(ignored) <= set(FIELDS_USED[m])]
+        shown = " ".join(_flag(name, args.r if name == "r" else given[name]) for name in ignored)
+        users = [m.name for m in REGISTRY
+                 if all(name in m.option_names or (name == "r" and m.uses_r) for name in ignored)]
         hint = f"it applies to --prune {'/'.join(users)}" if users else "each applies to another method"
         raise InputError(f"{shown}: not used by --prune {args.prune} ({hint}); drop it or change the method")
-    return PruneConfig(method=args.prune, **given).validate()
+    r = parse_r(args.r) if args.r is not None else AUTO
+    return PruneConfig(method=args.prune, r=r, **given).validate(keep_others=bool(ignored))
 
 
 def model_spec_from_args(args: argparse.Namespace) -> dict:
@@ -129,7 +142,7 @@ def model_spec_from_args(args: argparse.Namespace) -> dict:
         "device": args.device,
         "dtype": args.dtype,
         "attn_implementation": args.attn,
-        "prune": asdict(prune_from_args(args)),
+        "prune": prune_from_args(args).to_dict(),
         "frames": args.frames,
         "max_new_tokens": args.max_new_tokens,
         "prompt": args.prompt,
@@ -144,9 +157,10 @@ def load_qa(args: argparse.Namespace) -> VideoQA:
     return VideoQA.from_spec(model_spec_from_args(args))
 
 
-def engine_from_args(args: argparse.Namespace) -> Produce:
-    """The batch engine the options ask for; nothing is loaded until it is given work."""
-    spec = model_spec_from_args(args)
+def engine_from_args(args: argparse.Namespace, spec: dict | None = None) -> Produce:
+    """The batch engine the options ask for; nothing is loaded until it is given work. `spec`: the options'
+    `model_spec_from_args`, when the caller already has it (checked once)."""
+    spec = spec or model_spec_from_args(args)
     if args.engine == "ray":
         from ..batch.ray_engine import RayOptions, ray_engine
 

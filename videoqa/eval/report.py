@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from ..pruning import AUTO
 from ..pruning.adaptive import video_llava_7b_dims
 from ..pruning.flops import estimate_flops
 
@@ -93,7 +94,7 @@ def _fmt(x, spec: str) -> str:
 def _r_label(r: dict) -> str:
     if r.get("method") == "none":
         return "0"
-    if r.get("r") == "auto":
+    if r.get("r") == AUTO:
         return f"auto ({_fmt(r.get('r_mean'), '.2f')})"
     return _fmt(r.get("r"), ".2f")
 

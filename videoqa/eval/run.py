@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..batch.run import Produce, run_batch
 from ..batch.store import latest_by_key, read_records
-from ..batch.worklist import WorkItem
+from ..batch.worklist import WorkItem, prune_key
 from ..errors import InputError
 from .datasets import QADataset, check_usable, missing_warning
 from .judges import JudgeRequest, JudgmentCache, judge_all
@@ -47,9 +47,9 @@ def check_config(out: Path, config: dict) -> None:
         raise InputError(f"{out} is a file; --out of eval is a run folder")
     path = out / "config.json"
     if path.exists():
-        old = json.loads(path.read_text())
-        if old != config:
-            diff = sorted(k for k in set(old) | set(config) if old.get(k) != config.get(k))
+        old, new = _comparable(json.loads(path.read_text())), _comparable(config)
+        if old != new:
+            diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
             raise InputError(
                 f"{out} holds a run with other options ({', '.join(diff)} differ); "
                 "use another --out, or the same options to resume it"
@@ -60,6 +60,14 @@ def check_config(out: Path, config: dict) -> None:
         except OSError as e:
             raise InputError(f"{out}: cannot create the run folder ({e.strerror})") from None
         path.write_text(json.dumps(config, indent=1))
+
+
+def _comparable(config: dict) -> dict:
+    """A run's options as they bear on its answers: a folder written before the pruning registry recorded every
+    method's fields, now only the chosen method's are."""
+    if isinstance(config.get("prune"), dict):
+        config = {**config, "prune": prune_key(config["prune"])}
+    return config
 
 
 def summarize(ds: QADataset, predictions: dict[str, dict], judgments: dict, judge, config: dict) -> dict:

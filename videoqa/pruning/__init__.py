@@ -1,5 +1,9 @@
-"""Visual-token pruning: FastV (inside the LLM), VisPruner and random (before the LLM), the adaptive R policy."""
+"""Visual-token pruning: the method registry, the user's configuration, the budget (frames, R, context)."""
 
-from .base import FIELDS_USED, METHODS, KeptTokens, ModelDims, PruneConfig, VisualLayout, keep_count
+from .base import KeptTokens, ModelDims, VisualLayout, keep_count
+from .config import AUTO, PruneConfig, Ratio, parse_r
+from .method import Acts, EncodedVideo, Method, Option, Positions, Selection
+from .registry import REGISTRY, Registry
 
-__all__ = ["FIELDS_USED", "METHODS", "KeptTokens", "ModelDims", "PruneConfig", "VisualLayout", "keep_count"]
+__all__ = ["AUTO", "REGISTRY", "Acts", "EncodedVideo", "KeptTokens", "Method", "ModelDims", "Option", "Positions",
+           "PruneConfig", "Ratio", "Registry", "Selection", "VisualLayout", "keep_count", "parse_r"]

@@ -25,6 +25,7 @@ import torch
 
 from ..errors import InputError
 from .base import ModelDims
+from .budget import context_room, frame_cap, largest
 from .flops import estimate_flops
 
 GiB = 1 << 30
@@ -79,15 +80,16 @@ class Decision:
         return asdict(self)
 
 
-def max_frames_for_context(dims: ModelDims, text_tokens: int, policy: AdaptivePolicy | None = None) -> int:
-    """The most frames whose unpruned tokens fit the context with the text and the answer.
+def max_frames_for_context(dims: ModelDims, text_tokens: int, policy: AdaptivePolicy | None = None,
+                           renumbered: bool = False) -> int:
+    """The most frames whose visual tokens fit the context with the text and the answer.
 
-    The unpruned length counts even when pruning: FastV's first K layers see every token and kept tokens
-    keep their original positions, so the last position must exist in the model's RoPE range.
+    The positions rule (budget.py): the unpruned length counts except for tokens pruned before the LLM with
+    renumbered positions (`renumbered`), where only the kept ones do, at most pruning (r_max).
     """
     policy = policy or AdaptivePolicy()
-    room = dims.context - text_tokens - policy.new_tokens
-    cap = max(0, room // dims.tokens_per_frame)
+    room = context_room(dims, text_tokens, policy.new_tokens)
+    cap = frame_cap(dims, room, renumbered, policy.r_max if renumbered else 0.0)
     return cap if policy.max_frames is None else min(cap, policy.max_frames)
 
 
@@ -151,20 +153,10 @@ def _usable(free_bytes: int, policy: AdaptivePolicy) -> int:
 
 def _max_kept_for_memory(dims: ModelDims, text_tokens: int, n_visual: int, k: int, usable: int,
                          policy: AdaptivePolicy) -> int:
-    """The most visual tokens that can be kept within `usable` bytes (-1: not even zero fits).
-
-    The need never decreases as more tokens are kept, so a bisection finds the largest count that fits."""
-
-    def fits(kept: int) -> bool:
-        return memory_need(dims, text_tokens, n_visual, kept, k, policy.new_tokens)["need_bytes"] <= usable
-
-    if not fits(0):
-        return -1
-    lo, hi = 0, n_visual  # fits(lo) holds; find the largest such count
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
-    return lo
+    """The most visual tokens that can be kept within `usable` bytes (-1: not even zero fits); the need never
+    decreases as more tokens are kept."""
+    return largest(lambda kept: memory_need(dims, text_tokens, n_visual, kept, k, policy.new_tokens)["need_bytes"]
+                   <= usable, 0, n_visual)
 
 
 def decide(
@@ -176,18 +168,21 @@ def decide(
     frames: int | None = None,
     policy: AdaptivePolicy | None = None,
     share: int = 1,
+    renumbered: bool = False,
 ) -> Decision:
     """Frames and R for one clip. Pure: the same arguments always give the same Decision.
 
     duration_s: clip length (None: unknown, use base_frames); text_tokens: prompt tokens besides the
     visual ones; free_bytes: device memory left with the weights loaded (free_memory_bytes());
     k: FastV's layer (0 for methods that prune before the LLM); frames: the user's override;
-    share: how many requests of one batch the free memory is for (each plans with an equal part of it).
+    share: how many requests of one batch the free memory is for (each plans with an equal part of it);
+    renumbered: pruned before the LLM with renumbered positions, so only kept tokens fill the context.
     Raises InputError when not even one frame fits the context window or the memory.
     """
     policy = policy or AdaptivePolicy()
     warnings: list[str] = []
-    n_frames, context_capped = _frames_in_context(duration_s, dims, text_tokens, frames, policy, warnings)
+    n_frames, context_capped = _frames_in_context(duration_s, dims, text_tokens, frames, policy, warnings,
+                                                  renumbered)
     if share < 1:
         raise InputError(f"share must be >= 1, got {share}")
     cap = flops_cap(dims, text_tokens, policy)
@@ -202,8 +197,9 @@ def decide(
         warnings.append(f"not enough memory for {n_frames} frames even at R={policy.r_max}: "
                         f"using {f} frames ({usable / MiB:.0f} MiB usable of {free})")
     n_vis = f * dims.tokens_per_frame
+    room = context_room(dims, text_tokens, policy.new_tokens)
     limits = Limits(max_kept_mem, _max_kept_for_flops(dims, text_tokens, n_vis, k, cap), memory_cut,
-                    n_frames < wanted, context_capped, wanted)
+                    n_frames < wanted, context_capped, wanted, room if renumbered else n_vis)
     kept, bound, why = _kept_tokens(f, dims.tokens_per_frame, limits, policy)
     r = 1.0 - kept / n_vis
 
@@ -219,11 +215,11 @@ def decide(
 
 
 def _frames_in_context(duration_s: float | None, dims: ModelDims, text_tokens: int, frames: int | None,
-                       policy: AdaptivePolicy, warnings: list[str]) -> tuple[int, bool]:
+                       policy: AdaptivePolicy, warnings: list[str], renumbered: bool) -> tuple[int, bool]:
     """(frames wanted, capped by the context window; whether the cap applied). A cap on frames the user
     asked for adds a warning."""
     tpf = dims.tokens_per_frame
-    cap = max_frames_for_context(dims, text_tokens, policy)
+    cap = max_frames_for_context(dims, text_tokens, policy, renumbered)
     if cap < 1:
         raise InputError(f"the prompt ({text_tokens} text tokens) leaves no room for a single frame of "
                          f"{tpf} tokens in the {dims.context}-token context")
@@ -263,21 +259,11 @@ def flops_cap(dims: ModelDims, text_tokens: int, policy: AdaptivePolicy) -> floa
 
 
 def _max_kept_for_flops(dims: ModelDims, text_tokens: int, n_visual: int, k: int, cap: float | None) -> int:
-    """The most visual tokens kept whose prefill FLOPs stay within `cap` (-1: not even none).
-
-    FLOPs grow with the kept count, so a bisection finds it exactly."""
-    def cost(kept: int) -> int:
-        return estimate_flops(dims, text_tokens, n_visual, kept, k).pruned
-
-    if cap is None or cost(n_visual) <= cap:
+    """The most visual tokens kept whose prefill FLOPs stay within `cap` (-1: not even none); FLOPs grow with
+    the kept count."""
+    if cap is None:
         return n_visual
-    if cost(0) > cap:
-        return -1
-    lo, hi = 0, n_visual  # cost(lo) <= cap < cost(hi)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if cost(mid) <= cap else (lo, mid)
-    return lo
+    return largest(lambda kept: estimate_flops(dims, text_tokens, n_visual, kept, k).pruned <= cap, 0, n_visual)
 
 
 def _frames_in_flops(n_frames: int, dims: ModelDims, text_tokens: int, k: int, cap: float | None,
@@ -300,6 +286,7 @@ class Limits:
     flops_cut: bool  # fewer frames than wanted: the FLOPs cap
     context_capped: bool
     frames_wanted: int  # after the context cap
+    max_kept_context: int  # the kept tokens the context holds (renumbered positions), else every token
 
 
 def _kept_tokens(f: int, tpf: int, limits: Limits, policy: AdaptivePolicy) -> tuple[int, str, str]:
@@ -314,7 +301,7 @@ def _kept_tokens(f: int, tpf: int, limits: Limits, policy: AdaptivePolicy) -> tu
     max_kept_rmin = round(n_vis * (1.0 - policy.r_min))
     min_kept = round(n_vis * (1.0 - policy.r_max))
     others = min(max_kept_budget, max_kept_rmin)
-    kept = min(others, limits.max_kept_memory, limits.max_kept_flops)
+    kept = min(others, limits.max_kept_memory, limits.max_kept_flops, limits.max_kept_context)
     if kept < min_kept:  # memory was checked above; the budget or the FLOPs cap asks for more than r_max
         if limits.max_kept_flops < min(others, min_kept):
             return min_kept, "flops", f"the FLOPs cap asks for more than R={policy.r_max}"
@@ -327,6 +314,8 @@ def _kept_tokens(f: int, tpf: int, limits: Limits, policy: AdaptivePolicy) -> tu
         cut = f"{f} of {limits.frames_wanted} frames and " if limits.flops_cut else ""
         return kept, "flops", (f"{cut}{limits.max_kept_flops} visual tokens at most keep the prefill within "
                                f"{policy.max_flops_ratio:g}x the FLOPs of {policy.base_frames} unpruned frames")
+    if limits.max_kept_context < others:
+        return kept, "context", f"the context holds at most {limits.max_kept_context} visual tokens"
     if limits.context_capped:
         return kept, "context", f"the context allows at most {f} frames; token budget {budget:.0f}"
     if f == policy.base_frames and kept == max_kept_budget:

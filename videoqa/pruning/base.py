@@ -1,20 +1,8 @@
-"""The vocabulary shared by every pruning method: model dimensions, the user's choice, what was kept."""
+"""The vocabulary shared by every pruning method: model dimensions, the visual layout, what was kept."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
-
-from ..errors import InputError
-
-METHODS = ("none", "fastv", "vispruner", "random", "fastvid")
-# The PruneConfig fields each method reads; the others do not change its answers.
-FIELDS_USED = {
-    "none": (),
-    "fastv": ("k", "r", "rank_by", "frame_floor"),
-    "vispruner": ("r", "important_ratio", "keep_positions"),
-    "random": ("r", "seed", "keep_positions"),
-    "fastvid": ("r", "context_share", "keep_positions"),
-}
+from dataclasses import asdict, dataclass, field
 
 
 @dataclass(frozen=True)
@@ -53,87 +41,6 @@ class ModelDims:
             grid=grid,
             dtype_bytes=dtype_bytes,
         )
-
-
-@dataclass(frozen=True)
-class PruneConfig:
-    """What the user asked for; immutable (`dataclasses.replace` makes a changed copy, `validate` a checked one).
-
-    `r` is the fraction of visual tokens to drop, or "auto" (adaptive policy).
-
-    `k` is the LLM layer at which FastV prunes (layers >= k see only kept tokens); methods that prune
-    before the LLM (vispruner, random, fastvid) ignore it. `rank_by` selects FastV's ranking query: "last" (the
-    last prompt token, as the official code) or "text" (mean over text tokens after the visual span).
-    """
-
-    method: str = "fastv"
-    k: int = 2
-    r: float | str = "auto"
-    rank_by: str = "last"
-    seed: int = 0
-    important_ratio: float = 0.5  # VisPruner: share of the budget given to [CLS]-important tokens
-    context_share: float = 0.4  # FastVID: share of each segment's budget chosen by density (the rest by attention)
-    # Before-LLM methods: give each kept token its original RoPE position (gaps, as FastV and the official
-    # FastVID code do) instead of contiguous positions (the official VisPruner code). None: the method's
-    # own rule, original positions for fastvid only; `validate` resolves it.
-    keep_positions: bool | None = None
-    # FastV: this share of the kept tokens is spread evenly over the frames (each frame's best) before the
-    # rest go to the best scores anywhere; 0 = FastV's plain global top-k.
-    frame_floor: float = 0.0
-
-    def validate(self, n_layers: int | None = None) -> PruneConfig:
-        """A checked copy with a numeric `r` (or "auto"); raises InputError naming the first bad field.
-
-        `n_layers` (the language model's depth) also bounds FastV's K."""
-        if self.method not in METHODS:
-            raise InputError(f"unknown pruning method {self.method!r}; choose one of {', '.join(METHODS)}")
-        r = self.r if self.r == "auto" else _ratio(self.r)
-        if self.method == "fastv":
-            if not isinstance(self.k, int) or self.k < 1:
-                raise InputError(f"K must be an integer >= 1 for FastV (K=0 is pruning before the LLM: "
-                                 f"use --prune random or vispruner), got {self.k}")
-            if n_layers is not None and self.k >= n_layers:
-                raise InputError(f"K={self.k} is out of range: the language model has {n_layers} layers, "
-                                 f"so K must be in [1, {n_layers - 1}]")
-        if self.rank_by not in ("last", "text"):
-            raise InputError(f"rank_by must be 'last' or 'text', got {self.rank_by!r}")
-        if not isinstance(self.frame_floor, (int, float)) or not 0.0 <= self.frame_floor <= 1.0:
-            raise InputError(f"the frame floor must be a share in [0, 1], got {self.frame_floor!r}")
-        if self.frame_floor and self.method != "fastv":
-            raise InputError(f"the frame floor is part of FastV's ranking; {self.method} does not use it")
-        if not 0.0 <= self.important_ratio <= 1.0:
-            raise InputError(f"important_ratio must be in [0, 1], got {self.important_ratio}")
-        if not 0.0 <= self.context_share <= 1.0:
-            raise InputError(f"context_share must be in [0, 1], got {self.context_share}")
-        return replace(self, r=r, keep_positions=self.original_positions)
-
-    def for_method(self, method: str) -> PruneConfig:
-        """This configuration with another method (e.g. picked in the web chat). `keep_positions` carries over
-        only where it was chosen against this method's own rule; otherwise the new method's own rule applies
-        (a validated fastv default says False, which must not renumber a fastvid picked later)."""
-        chosen = self.keep_positions is not None and self.keep_positions != replace(
-            self, keep_positions=None).original_positions
-        return replace(self, method=method, keep_positions=self.keep_positions if chosen else None)
-
-    @property
-    def original_positions(self) -> bool:
-        """Whether tokens kept before the LLM keep their unpruned RoPE positions."""
-        return self.method == "fastvid" if self.keep_positions is None else bool(self.keep_positions)
-
-    @property
-    def layer(self) -> int | None:
-        """Where pruning happens: None (never), 0 (before the LLM) or K."""
-        return {"none": None, "fastv": self.k}.get(self.method, 0)
-
-
-def _ratio(value) -> float:
-    try:
-        r = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"R must be a number in [0, 1) or 'auto', got {value!r}") from None
-    if not 0.0 <= r < 1.0:
-        raise InputError(f"R must be in [0, 1) (the fraction of visual tokens dropped), got {r}")
-    return r
 
 
 def keep_count(n_visual: int, r: float) -> int:

@@ -1,0 +1,94 @@
+"""The decode and answer stages: greedy tokens -> streamed text, then each sample's Answer (text, kept
+tokens, stats, FLOPs)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from .answer import Answer, Stats
+from .pruning import KeptTokens
+from .pruning.flops import estimate_flops
+from .request import Request
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """New answer text of sample `index` of a batch, as decoding produces it."""
+
+    index: int
+    text: str
+
+
+def stream_text(tokenizer, steps: Iterable[Tensor], requests: list[Request], eos: set[int] | list[int]
+                ) -> Generator[TextDelta, None, list[list[int]]]:
+    """Each sample's new text as the decoder's `steps` (one token per sample each) complete it; returns the
+    new token ids. A sample stops at an end-of-sequence token or its own cap."""
+    new_ids: list[list[int]] = [[] for _ in requests]
+    texts = ["" for _ in requests]
+    done = [False] * len(requests)
+    for tokens in steps:
+        for i, token in enumerate(tokens.tolist()):
+            if done[i]:
+                continue
+            if token in eos or len(new_ids[i]) >= requests[i].max_new:
+                done[i] = True
+                continue
+            new_ids[i].append(token)
+            full = tokenizer.decode(new_ids[i], skip_special_tokens=True)
+            # Hold back a trailing partial character (byte-level BPE) until it completes.
+            if not full.endswith("\ufffd") and full != texts[i]:
+                yield TextDelta(i, full[len(texts[i]):] if full.startswith(texts[i]) else full)
+                texts[i] = full
+        if all(done):
+            break
+    return new_ids
+
+
+@dataclass(frozen=True)
+class BatchRun:
+    """What the LLM did for a batch, as the answers report it."""
+
+    kept: list | None  # FastV: per sample, the kept indices (a tensor); None: chosen before the LLM
+    scores: list | None
+    visual_offsets: list[int]  # where each sample's visual span starts in the padded batch
+    t_rank: float
+    cache_bytes: int
+    t_prefill: float
+    t_generate: float
+    peak: tuple[int, str]  # bytes, kind
+    t_end: float  # the clock when decoding ended
+
+
+def assemble(qa, requests: list[Request], run: BatchRun, new_ids: list[list[int]]) -> list[Answer]:
+    """Text, kept tokens, stats and FLOPs of each sample, from the requests and what the LLM did."""
+    peak, kind = run.peak
+    n = max(len(req.ids) for req in requests)
+    answers = []
+    for i, req in enumerate(requests):
+        n_vis = req.enc.layout.n_tokens
+        if run.kept is not None:  # FastV chose inside the LLM
+            kept_idx, scores = run.kept[i].tolist(), run.scores[i].float().tolist()
+        else:
+            kept_idx = req.kept if req.kept is not None else list(range(n_vis))
+            scores = req.selection.scores
+        kept = KeptTokens(method=req.cfg.method, layer=req.cfg.layer, n_visual=n_vis, kept=kept_idx,
+                          layout=req.enc.layout, offset=run.visual_offsets[i] - (n - len(req.ids)), r=req.r,
+                          scores=scores, details=req.selection.details, absorbed=req.selection.absorbed)
+        stats = Stats(
+            frames=len(req.clip.frames), distinct_frames=req.clip.distinct_frames, visual_tokens=n_vis,
+            kept_visual_tokens=len(kept_idx), prompt_tokens=len(req.ids), new_tokens=len(new_ids[i]),
+            max_new_tokens=req.max_new, context_capped=req.context_capped, t_sample=req.t_sample,
+            t_encode=req.t_encode, t_prefill=run.t_prefill, t_rank=run.t_rank, t_generate=run.t_generate,
+            t_total=run.t_end - req.t_start,
+            tokens_per_s=len(new_ids[i]) / run.t_generate if run.t_generate > 0 else 0.0,
+            peak_memory_bytes=peak, peak_memory_kind=kind, cache_bytes=run.cache_bytes // len(requests),
+            encode_cached=req.encode_cached, device=str(qa.device), dtype=str(qa.dtype).removeprefix("torch."),
+        )
+        flops = estimate_flops(qa.dims, len(req.ids) - len(req.visual), n_vis, len(kept_idx), req.cfg.layer)
+        text = qa.processor.tokenizer.decode(new_ids[i], skip_special_tokens=True).strip()
+        answers.append(Answer(text=text, question=req.question, clip=req.clip, kept=kept, decision=req.plan.decision,
+                              stats=stats, flops=flops, prune=req.cfg, prompt=qa.prompt))
+    return answers

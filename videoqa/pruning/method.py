@@ -1,0 +1,187 @@
+"""What a pruning method declares: its options, where it acts, its positions rule and how it selects.
+
+A method is one small module (videoqa/pruning/methods/) holding one `Method`; registering it
+(`registry.REGISTRY.register`) is the only edit that makes it appear in the command line, the web chat,
+batch record keys and the benchmarks. docs/add-a-pruning-method.md walks through one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InputError
+from .base import VisualLayout
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from .fastv import FastVPlan
+
+
+class Acts(Enum):
+    """Where a method prunes."""
+
+    NEVER = "never"  # keeps every token (the unpruned baseline)
+    BEFORE_LLM = "before the LLM"  # chooses tokens from the vision tower's output; the LLM sees only those
+    IN_LLM = "inside the LLM"  # ranks inside the LLM at layer K (FastV); layers < K see every token
+
+
+class Positions(Enum):
+    """The RoPE positions of the tokens a before-the-LLM method keeps."""
+
+    ORIGINAL = "original"  # the positions they had in the unpruned prompt (gaps where tokens were dropped)
+    RENUMBERED = "renumbered"  # contiguous, as if the dropped tokens had never been there
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a method: the single source for validation, the command-line flag, the batch record key,
+    the web chat's controls and the benchmarks.
+
+    `low`/`high` bound numbers (`high_open`: the upper bound itself is refused); `choices` bound strings.
+    `label` names the option in error messages ("the frame floor")."""
+
+    name: str
+    type: type
+    default: Any
+    help: str
+    low: float | None = None
+    high: float | None = None
+    high_open: bool = False
+    choices: tuple[str, ...] | None = None
+    label: str | None = None
+    metavar: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def check(self, value: Any) -> Any:
+        """`value` converted to the option's type, or an InputError naming the option and its range."""
+        label = self.label or self.name
+        if self.type is bool:
+            if not isinstance(value, bool):
+                raise InputError(f"{label} must be true or false, got {value!r}")
+            return value
+        if self.type is str:
+            if self.choices is not None and value not in self.choices:
+                raise InputError(f"{label} must be {' or '.join(repr(c) for c in self.choices)}, got {value!r}")
+            return value
+        if self.type is int and (isinstance(value, bool) or not isinstance(value, int)):
+            raise InputError(f"{label} must be an integer, got {value!r}")
+        if self.type is float and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise InputError(f"{label} must be a number in {self.range_text()}, got {value!r}")
+        below = self.low is not None and value < self.low
+        above = self.high is not None and (value >= self.high if self.high_open else value > self.high)
+        if below or above:
+            raise InputError(f"{label} must be in {self.range_text()}, got {value!r}")
+        return self.type(value)
+
+    def range_text(self) -> str:
+        low = "-inf" if self.low is None else f"{self.low:g}"
+        high = "inf" if self.high is None else f"{self.high:g}"
+        return f"[{low}, {high}{')' if self.high_open or self.high is None else ']'}"
+
+
+def keep_positions_option(rule: Positions) -> Option:
+    """The option of a before-the-LLM method whose positions rule the user may change."""
+    return Option("keep_positions", bool, rule is Positions.ORIGINAL,
+                  "pruning before the LLM: kept tokens keep their original RoPE positions, as FastV does "
+                  "(default: the method's own rule, as its official code)", label="keep_positions")
+
+
+@dataclass(frozen=True)
+class EncodedVideo:
+    """The vision tower's output for one clip: what a before-the-LLM method chooses from."""
+
+    features: Tensor  # [F, T, d_llm] after the projector; T = tokens per frame, CLS at index 0
+    vision_features: Tensor  # [F, T, d_vis] tower output at the feature layer
+    cls_attention: Tensor  # [F, T] [CLS] -> token attention at the feature layer, mean over heads
+    layout: VisualLayout
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Visual tokens chosen before the LLM and the features it sees for them."""
+
+    kept: list[int] | None  # indices into the visual span, ascending; None: all (FastV, if any, prunes later)
+    visual: Tensor  # [n_kept, d_llm]: the kept tokens' features, or their merged features (FastVID)
+    scores: list[float] | None = None  # a score per visual token, for heatmaps
+    details: dict = field(default_factory=dict)
+    absorbed: list[list[int]] | None = None  # FastVID: per kept token, the tokens merged into it
+
+
+# (the encoded clip, how many visual tokens to keep, the method's options) -> what the LLM will see
+SelectFn = Callable[[EncodedVideo, int, Mapping[str, Any]], Selection]
+# (the method's options, R per sample, tokens per frame) -> the ranking plan the LLM engine runs at layer K
+PlanFn = Callable[[Mapping[str, Any], list[float], int], "FastVPlan"]
+# (the method's checked options, the LLM's depth or None) -> raise InputError for a combination out of range
+CheckFn = Callable[[Mapping[str, Any], int | None], None]
+
+
+@dataclass(frozen=True)
+class Method:
+    """A pruning method, as the rest of videoqa sees it.
+
+    `positions`: the rule for tokens kept before the LLM (None for methods that do not prune before it);
+    `positions_choosable`: the user may switch it (`--keep-positions`), declared as one more option.
+    `select` (before the LLM) or `plan` (inside it) does the pruning; `layer` says where, for FLOPs."""
+
+    name: str
+    help: str
+    acts: Acts
+    options: tuple[Option, ...] = ()
+    positions: Positions | None = None
+    positions_choosable: bool = False
+    select: SelectFn | None = None
+    plan: PlanFn | None = None
+    check: CheckFn | None = None
+    layer_option: str | None = None  # inside the LLM: the option that names layer K
+
+    def __post_init__(self):
+        if (self.acts is Acts.BEFORE_LLM) != (self.select is not None):
+            raise ValueError(f"{self.name}: a method acting before the LLM has a `select`, and only it")
+        if (self.acts is Acts.IN_LLM) != (self.plan is not None and self.layer_option is not None):
+            raise ValueError(f"{self.name}: a method acting inside the LLM has a `plan` and a `layer_option`")
+        if self.acts is Acts.BEFORE_LLM and self.positions is None:
+            raise ValueError(f"{self.name}: a method acting before the LLM declares its positions rule")
+        if self.positions_choosable and "keep_positions" not in self.option_names:
+            object.__setattr__(self, "options", (*self.options, keep_positions_option(self.positions)))
+
+    @property
+    def option_names(self) -> tuple[str, ...]:
+        return tuple(o.name for o in self.options)
+
+    @property
+    def uses_r(self) -> bool:
+        return self.acts is not Acts.NEVER
+
+    def option(self, name: str) -> Option | None:
+        return next((o for o in self.options if o.name == name), None)
+
+    def defaults(self) -> dict[str, Any]:
+        return {o.name: o.default for o in self.options}
+
+    def layer(self, params: Mapping[str, Any]) -> int | None:
+        """Where pruning happens: None (never), 0 (before the LLM) or K."""
+        if self.acts is Acts.NEVER:
+            return None
+        return 0 if self.acts is Acts.BEFORE_LLM else params.get(self.layer_option, self.defaults()[self.layer_option])
+
+    def original_positions(self, params: Mapping[str, Any]) -> bool:
+        """Whether the tokens this method keeps before the LLM keep their unpruned RoPE positions."""
+        if self.positions is None:
+            return False
+        rule = self.positions is Positions.ORIGINAL
+        return bool(params.get("keep_positions", rule)) if self.positions_choosable else rule
+
+
+def kept_features(enc: EncodedVideo, kept: list[int]) -> Tensor:
+    """The LLM-space features of the kept visual-span indices, in their order."""
+    import torch
+
+    flat = enc.features.reshape(-1, enc.features.shape[-1])
+    return flat[torch.as_tensor(kept, device=flat.device)]

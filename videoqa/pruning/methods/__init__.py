@@ -1,0 +1,1 @@
+"""The built-in pruning methods, one declaration each (the algorithms live in videoqa/pruning/)."""

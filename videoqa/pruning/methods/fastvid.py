@@ -1,0 +1,31 @@
+"""FastVID (arXiv 2503.11187): segment the clip, keep salient tokens and merge the rest into density peaks,
+before the LLM. The algorithm itself: videoqa/pruning/fastvid.py."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..method import Acts, EncodedVideo, Method, Option, Positions, Selection
+
+
+def _select(enc: EncodedVideo, keep: int, params: Mapping[str, Any]) -> Selection:
+    from ..fastvid import FastVIDParams, select_fastvid
+
+    # Density and merging on the LLM's input embeddings, segmentation on the tower's CLS features:
+    # the spaces the official code uses (projected tokens; the vision tower's pooled output).
+    sel = select_fastvid(enc.features, keep, enc.layout, enc.cls_attention, enc.vision_features[:, 0],
+                         FastVIDParams(context_share=params["context_share"]))
+    return Selection(sel.kept, sel.merged, enc.cls_attention.flatten().float().tolist(), sel.details, sel.absorbed)
+
+
+METHOD = Method(
+    name="fastvid",
+    help="segment, keep salient tokens, merge the rest, before the LLM",
+    acts=Acts.BEFORE_LLM,
+    options=(Option("context_share", float, 0.4, "FastVID: share of each segment's budget chosen by density, "
+                    "the rest by attention (default: 0.4)", low=0.0, high=1.0, metavar="SHARE"),),
+    positions=Positions.ORIGINAL,  # the official code's
+    positions_choosable=True,
+    select=_select,
+)
