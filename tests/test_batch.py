@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from clipgen import write_clip, write_text
 
-from videoqa.batch.local import call_with_timeout, local_records
+from videoqa.batch.local import local_records
 from videoqa.batch.ray_engine import _decode_row, fixed_frame_count
 from videoqa.batch.run import run_batch
 from videoqa.batch.store import ResultsWriter, latest_by_key, read_records
@@ -281,16 +281,6 @@ def test_a_waiting_run_takes_over_when_the_holder_finishes(tmp_path, capfd):
     holder.wait()
     t.join()
     assert seen == {"holder": os.getpid()} and not lock_path(out).exists()
-
-
-def test_call_with_timeout_gives_up_on_a_hang():
-    t0 = time.perf_counter()
-    with pytest.raises(TimeoutError, match="gave up after 0.2s"):
-        call_with_timeout(lambda: time.sleep(5), 0.2)
-    assert time.perf_counter() - t0 < 2
-    assert call_with_timeout(lambda: 42, 1.0) == 42
-    with pytest.raises(VideoError):
-        call_with_timeout(lambda: (_ for _ in ()).throw(VideoError("x", "broken")), 1.0)
 
 
 def test_ray_decode_stage_decodes_fixed_frame_counts_and_probes_otherwise(tmp_path):

@@ -1,13 +1,9 @@
-"""Local engines: one model in this process, answering one item at a time or a left-padded batch at a time.
-
-Also the per-call timeout the Ray engine puts around decoding (a hung decoder is abandoned, not joined).
-"""
+"""Local engines: one model in this process, answering one item at a time or a left-padded batch at a time."""
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from .run import AnswerFn, Produce, answer_one, base_record, summarize_answer
 from .worklist import WorkItem
@@ -60,25 +56,3 @@ def batched_records(todo: list[WorkItem], qa, batch_size: int) -> Iterator[dict]
         for it, answer in zip(chunk, answers, strict=True):
             rec = {**base_record(it), **summarize_answer(answer.to_dict()), "error": None}
             yield {**rec, "seconds": seconds, "engine": "local"}
-
-
-def call_with_timeout(fn: Callable[[], object], timeout_s: float | None):
-    """Run `fn` in a daemon thread and give up after `timeout_s` (a hung decoder is abandoned, not joined)."""
-    if not timeout_s:
-        return fn()
-    box: dict = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # re-raised in the caller's thread
-            box["error"] = e
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(timeout_s)
-    if t.is_alive():
-        raise TimeoutError(f"gave up after {timeout_s:g}s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]

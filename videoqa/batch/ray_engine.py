@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from ..errors import InputError, VideoQAError
-from .local import call_with_timeout
+from ..measure import call_with_timeout
 from .ray_connect import connect, resolve_address
 from .run import Produce, answer_one, base_record, summarize_answer
 from .worklist import WorkItem

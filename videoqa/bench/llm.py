@@ -12,12 +12,12 @@ model shapes, random weights; use on a GPU with --dtype bfloat16).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 
 import torch
 
 from .. import engine
+from ..measure import Clock, Timer, best_of, device_clock
 from ..pruning import ModelDims, PruneConfig, keep_count
 from ..pruning.fastv import FastVPlan
 from ..pruning.flops import estimate_flops
@@ -74,42 +74,30 @@ def make_prompt(model, frames: int, n_keep: int | None = None, seed: int = 0):
     return embeds, torch.ones(1, n, dtype=torch.long, device=p.device), vis
 
 
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
+def time_prefill(model, inputs, plan, clock: Clock, repeats: int) -> tuple[float, float, object]:
+    """Best-of-`repeats` prefill seconds, that run's ranking seconds, and its state. Both times are read
+    through `clock` (a `device_clock`: on CUDA, a ranking timed without a sync measures only the launch)."""
+    best, state = best_of(repeats, lambda: engine.prefill(model, *inputs, plan, clock=clock), clock)
+    return best, state.t_rank, state
 
 
-def time_prefill(model, inputs, plan, device: str, repeats: int) -> tuple[float, float, object]:
-    """Best-of-`repeats` prefill seconds, its ranking seconds, and the last state."""
-    best, rank, state = float("inf"), 0.0, None
-    for _ in range(repeats):
-        _sync(device)
-        t0 = time.perf_counter()
-        state = engine.prefill(model, *inputs, plan)
-        _sync(device)
-        dt = time.perf_counter() - t0
-        if dt < best:
-            best, rank = dt, state.t_rank
-    return best, rank, state
-
-
-def time_decode(model, state, n_tokens: int, device: str) -> float:
+def time_decode(model, state, n_tokens: int, clock: Clock) -> float:
     """Seconds per decoded token on `state`'s cache (greedy, fixed token count)."""
     embed = model.get_input_embeddings()
     token = embed(torch.zeros(1, 1, dtype=torch.long, device=state.logits.device))
-    _sync(device)
-    t0 = time.perf_counter()
-    for _ in range(n_tokens):
-        engine.decode_one_token(model, state, token)
-    _sync(device)
-    return (time.perf_counter() - t0) / n_tokens
+    with Timer(clock) as t:
+        for _ in range(n_tokens):
+            engine.decode_one_token(model, state, token)
+    return t.seconds / n_tokens
 
 
 def method_rows(setup: Setup, methods: list[tuple[str, float | str]], repeats: int, decode_tokens: int,
-                k: int = 2) -> list[dict]:
-    """Time every (method, R) on one model in one process, interleaved so machine noise hits all alike."""
+                k: int = 2, clock: Clock | None = None) -> list[dict]:
+    """Time every (method, R) on one model in one process, interleaved so machine noise hits all alike.
+    Every time is read through `clock` (default: the device's synced clock)."""
     from ..pruning.adaptive import decide, free_memory_bytes
 
+    clock = clock or device_clock(torch.device(setup.device))
     model = build_lm(setup)
     dtype = getattr(torch, setup.dtype)
     dims = dims_of(model, dtype)
@@ -128,10 +116,10 @@ def method_rows(setup: Setup, methods: list[tuple[str, float | str]], repeats: i
             inputs, plan = make_prompt(model, setup.frames), FastVPlan(k=k, r=r)
         else:  # before-LLM methods: the LLM simply sees `kept` visual tokens from layer 0
             inputs, plan = make_prompt(model, setup.frames, n_keep=kept), None
-        t_select = _selection_seconds(method, setup.frames, kept, setup.seed, dims.hidden, setup.device)
+        t_select = _selection_seconds(method, setup.frames, kept, setup.seed, dims.hidden, setup.device, clock)
         engine.prefill(model, *inputs, plan)  # warm-up
-        t, t_rank, state = time_prefill(model, inputs, plan, setup.device, repeats)
-        t_dec = time_decode(model, state, decode_tokens, setup.device)
+        t, t_rank, state = time_prefill(model, inputs, plan, clock, repeats)
+        t_dec = time_decode(model, state, decode_tokens, clock)
         flops = estimate_flops(dims, n_text, n_vis, kept, layer)
         rows.append(dict(frames=setup.frames, method=method, k=layer, r=round(r, 3), kept=kept,
                          auto=decision is not None, prefill_s=t + t_select, rank_s=t_rank + t_select,
@@ -144,10 +132,11 @@ def method_rows(setup: Setup, methods: list[tuple[str, float | str]], repeats: i
 
 
 def _selection_seconds(method: str, frames: int, kept: int, seed: int, hidden: int = 4096,
-                       device: str = "cpu") -> float:
+                       device: str = "cpu", clock: Clock | None = None) -> float:
     """Cost of choosing tokens before the LLM (VisPruner's similarity passes, random's draw, FastVID's
     segmentation, density peaks and merging on the LLM-sized features it works on)."""
     n_vis = frames * TOKENS_PER_FRAME
+    clock = clock or device_clock(torch.device(device))
     if method == "fastvid":
         from ..pruning.base import VisualLayout
         from ..pruning.fastvid import select_fastvid
@@ -156,12 +145,10 @@ def _selection_seconds(method: str, frames: int, kept: int, seed: int, hidden: i
         attn = torch.rand(frames, TOKENS_PER_FRAME, generator=g).softmax(-1).to(device)
         feats = torch.randn(frames, TOKENS_PER_FRAME, hidden, generator=g).to(device)
         frame_feats = torch.randn(frames, 1024, generator=g).to(device)
-        _sync(device)
-        t0 = time.perf_counter()
-        select_fastvid(feats, kept, VisualLayout(frames, 16), attn, frame_feats)
-        _sync(device)
-        return time.perf_counter() - t0
-    t0 = time.perf_counter()
+        with Timer(clock) as t:
+            select_fastvid(feats, kept, VisualLayout(frames, 16), attn, frame_feats)
+        return t.seconds
+    t0 = clock()
     if method == "random":
         from ..pruning.random import select_random
 
@@ -176,7 +163,7 @@ def _selection_seconds(method: str, frames: int, kept: int, seed: int, hidden: i
         select_vispruner(attn, feats, kept, PruneConfig().important_ratio, VisualLayout(frames, 16))
     else:
         return 0.0
-    return time.perf_counter() - t0
+    return clock() - t0
 
 
 def format_llm_table(rows: list[dict], peaks: dict[str, float] | None = None) -> str:

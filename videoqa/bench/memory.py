@@ -9,12 +9,9 @@ the model already set the process's high-water mark.
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable
-
-import torch
 
 from .. import engine
-from ..measure import RssSampler
+from ..measure import PeakMemory
 from ..pruning import keep_count
 from ..pruning.fastv import FastVPlan
 from .llm import TOKENS_PER_FRAME, Setup, build_lm, make_prompt
@@ -40,22 +37,7 @@ def peak_memory_mb(setup: Setup, method: str, r: float, k: int) -> float:
         n_keep = None if method == "none" else keep_count(n_vis, r)
         inputs, plan = make_prompt(model, setup.frames, n_keep=n_keep), None
 
-    def run() -> None:
-        engine.prefill(model, *inputs, plan)
-
-    if setup.device.startswith("cuda"):
-        torch.cuda.synchronize()
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        run()
-        peak = torch.cuda.max_memory_allocated() - base
-    else:
-        peak = _peak_rss_during(run)
-    return peak / 2**20
-
-
-def _peak_rss_during(fn: Callable[[], None]) -> int:
-    """Bytes the resident set grew to while `fn` ran, sampled every millisecond in a thread."""
-    sampler = RssSampler().start()
-    fn()
-    return sampler.stop() - sampler.base
+    memory = PeakMemory(setup.device).start()
+    engine.prefill(model, *inputs, plan)
+    peak, _kind = memory.stop()
+    return (peak - memory.base) / 2**20
