@@ -457,3 +457,21 @@ def test_same_folder_spelled_another_way_is_not_redone(tiny_setup, tmp_path, mon
     recs = read_records(out)
     assert len(recs) == 10 and len({r["key"] for r in recs}) == 10
     assert {r["options"]["max_new_tokens"] for r in recs} == {2, 4}
+
+
+def test_engine_is_a_deprecated_spelling_of_backend(tiny_setup, tmp_path, capsys):
+    from videoqa.cli import main
+
+    model, clips = tiny_setup
+    out = tmp_path / "alias.jsonl"
+    assert main(["batch", *_batch_args(model, clips / "c0.mp4", out, "--engine", "local")]) == 0
+    captured = capsys.readouterr()
+    assert "--engine is deprecated, use --backend" in captured.err and "1 run" in captured.out
+    assert [r["backend"] for r in read_records(out)] == ["local"]
+    assert main(["batch", *_batch_args(model, clips / "c0.mp4", out, "--backend", "local")]) == 0
+    captured = capsys.readouterr()
+    assert "deprecated" not in captured.err and " 0 run" in " " + captured.out  # the same work: already done
+    with pytest.raises(SystemExit):
+        main(["batch", "--help"])
+    help_text = capsys.readouterr().out
+    assert "--backend {local,ray}" in help_text and "deprecated spelling of --backend" in help_text

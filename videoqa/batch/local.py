@@ -1,4 +1,4 @@
-"""Local engines: one model in this process, answering one item at a time or a left-padded batch at a time."""
+"""Local back ends: one model in this process, answering one item at a time or a left-padded batch at a time."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from .worklist import WorkItem
 
 
 def local_engine(model_spec: dict, batch_size: int = 1) -> Produce:
-    """The local engine for `model_spec` (see `VideoQA.from_spec`). The model is loaded when there is work,
+    """The local back end for `model_spec` (see `VideoQA.from_spec`). The model is loaded when there is work,
     before the progress bar starts, so the bar's rate counts clips only."""
 
     def produce(todo: list[WorkItem]) -> Iterator[dict]:
@@ -25,7 +25,7 @@ def local_engine(model_spec: dict, batch_size: int = 1) -> Produce:
 
 
 def qa_answer_fn(qa) -> AnswerFn:
-    """The local engine's model call: a loaded VideoQA, with the pruning it was loaded with."""
+    """The local back end's model call: a loaded VideoQA, with the pruning it was loaded with."""
 
     def answer(video: str, question: str) -> dict:
         return summarize_answer(qa.ask(video, question).to_dict())
@@ -37,7 +37,7 @@ def local_records(todo: list[WorkItem], answer_fn: AnswerFn) -> Iterator[dict]:
     """One record per item, in order; a failing item becomes an error record."""
     for it in todo:
         rec = answer_one(it, answer_fn)
-        rec["engine"] = "local"
+        rec["backend"] = "local"
         yield rec
 
 
@@ -55,4 +55,4 @@ def batched_records(todo: list[WorkItem], qa, batch_size: int) -> Iterator[dict]
         seconds = round((time.perf_counter() - t0) / len(chunk), 4)
         for it, answer in zip(chunk, answers, strict=True):
             rec = {**base_record(it), **summarize_answer(answer.to_dict()), "error": None}
-            yield {**rec, "seconds": seconds, "engine": "local"}
+            yield {**rec, "seconds": seconds, "backend": "local"}
