@@ -71,12 +71,8 @@ def best_of(repeats: int, fn: Callable[[], T], clock: Clock = time.perf_counter)
     return best, value
 
 
-class CallTimedOut(TimeoutError):
-    """`call_with_timeout` gave up waiting."""
-
-
 def call_with_timeout(fn: Callable[[], T], timeout_s: float | None, name: str = "call-with-timeout") -> T:
-    """`fn()`, run in a daemon thread; after `timeout_s` seconds raise CallTimedOut (no timeout: call directly).
+    """`fn()`, run in a daemon thread; after `timeout_s` seconds raise TimeoutError (no timeout: call directly).
 
     A hung native call (a decoder stuck on a corrupt file) cannot be killed from Python: the thread is
     abandoned, not joined, and being a daemon it does not block interpreter exit. An exception `fn` raises is
@@ -95,7 +91,7 @@ def call_with_timeout(fn: Callable[[], T], timeout_s: float | None, name: str = 
     thread.start()
     thread.join(timeout_s)
     if thread.is_alive():
-        raise CallTimedOut(f"gave up after {timeout_s:g}s")
+        raise TimeoutError(f"gave up after {timeout_s:g}s")
     if "error" in box:
         raise box["error"]
     return box["value"]

@@ -50,7 +50,7 @@ import av
 import numpy as np
 
 from videoqa.errors import InputError, VideoError
-from videoqa.measure import CallTimedOut, call_with_timeout
+from videoqa.measure import call_with_timeout
 
 BACKENDS = ("auto", "pyav", "decord")
 DECORD_TIMEOUT_S = 60.0  # a decord call longer than this is treated as hung
@@ -465,7 +465,7 @@ def _run_with_timeout(fn, timeout_s: float):
     caller falls back to PyAV instead of hanging or showing decord's traceback)."""
     try:
         return call_with_timeout(fn, timeout_s, name="decord-sample")
-    except CallTimedOut:
+    except TimeoutError:
         raise _BackendFailed(f"decord did not finish within {timeout_s:.0f} s") from None
     except Exception as e:  # noqa: BLE001 - any decord failure is reported as the backend failing
         lines = str(e).strip().splitlines() or [type(e).__name__]
