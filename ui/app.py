@@ -192,9 +192,10 @@ def _wire(ui: dict, actions: ChatActions) -> None:
         answering = on(started.success, actions.run, [s], ("chat", "gallery", "stats", "stop"),
                        trigger_mode="multiple", show_progress="minimal", api_visibility="private", api_name=False,
                        **MODEL)
-        # The queue was full: no error badge over the chat; the question goes back to the box.
-        on(answering.failure, actions.refused, [question, s], ("chat", "question", "stop"), api_name=False,
-           **instant)
+        # The queue was full: the question goes back to the box. Every output of the refused answer is an
+        # output here too (gallery and stats left as they are), which takes the error badge off each of them.
+        on(answering.failure, actions.refused, [question, s], ("chat", "question", "gallery", "stats", "stop"),
+           api_name=False, **instant)
     on(ui["stop"].click, actions.stop, [s], ("chat",), api_name="ui_stop", **instant)
     cleared = ("chat", "gallery", "stats", "export_file")
     on(ui["clear"].click, actions.clear, [s], cleared, api_name="ui_clear", **instant)
