@@ -21,7 +21,9 @@ SLOW_FILES = {"test_ray.py", "test_browser.py", "test_wheel.py"}
 SLOW_TESTS = {  # test functions, every parametrization
     "test_answer_cap_larger_than_the_context_is_capped_by_it",
     "test_bench_command_prints_tables",
+    "test_compiled_step_is_one_graph",
     "test_console_script_exit_code",
+    "test_eval_and_report_commands_with_a_tiny_model",
     "test_full_queue_says_busy_and_uploads_are_limited",
     "test_gpu_check_dry_run",
     "test_hub_id_behind_a_dead_proxy_fails_after_one_attempt",
