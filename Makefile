@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # installed yourself into $(VENV) (e.g. for your CUDA version) is kept if it imports with torchvision.
 TORCH ?= torch==2.14.1 torchvision==0.29.1
 
-.PHONY: setup demo test test-lower lint bench serve gpu-check
+.PHONY: setup demo test test-fast test-lower lint bench serve gpu-check
 
 setup: $(VENV)/.installed
 
@@ -20,7 +20,11 @@ demo: setup
 	$(VENV)/bin/videoqa ask samples/clips/green_square_up.mp4 "What colour is the shape?" --prune fastv --k 2 --r 0.5
 
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=20
+
+# The developers' loop, about 2 minutes on 2 cores: the suite without the tests marked slow (tests/conftest.py).
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow"
 
 # transformers 5.17, the oldest supported (see scripts/lower_bound_check.sh); CI runs it after `test`.
 test-lower: setup

@@ -4,7 +4,7 @@ race it mid-run without guessing how long anything takes.
     python tests/slow_batch.py GATE [videoqa batch arguments...]
 
 The run is the command's own (its parser, work list, keys, lock, results file, error lines and exit
-codes); only the pause is added, around the engine's records.
+codes); only the pause is added, around the back end's records.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 from videoqa.batch.run import Produce
 from videoqa.batch.worklist import WorkItem
 from videoqa.cli import batch, build_parser, run_command
-from videoqa.cli.options import engine_from_args
+from videoqa.cli.options import backend_from_args
 
 
 def gated(produce: Produce, gate: Path) -> Produce:
@@ -33,7 +33,7 @@ def gated(produce: Produce, gate: Path) -> Produce:
 
 def main(argv: list[str]) -> int:
     gate, args = Path(argv[0]), build_parser().parse_args(["batch", *argv[1:]])
-    args.func = partial(batch.run, engine=lambda a: gated(engine_from_args(a), gate))
+    args.func = partial(batch.run, backend=lambda a: gated(backend_from_args(a), gate))
     return run_command(args)
 
 

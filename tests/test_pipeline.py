@@ -18,7 +18,6 @@ from clipgen import write_clip
 from videoqa import llm
 from videoqa.answer import Answer
 from videoqa.errors import InputError, ModelLoadError, VideoError
-from videoqa.measure import device_clock
 from videoqa.model import NAMED_MODELS, LoadedModel, build_prompt, packaged_path, resolve_model
 from videoqa.pipeline import CACHE_SIZE, TextDelta, VideoQA
 from videoqa.pruning import PruneConfig, keep_count
@@ -267,14 +266,6 @@ def test_timings_are_read_through_the_device_clock(tiny_qa, clip_path):
     for t in (s.t_sample, s.t_encode, s.t_rank, s.t_prefill, s.t_generate, s.t_total):
         assert t == int(t) and t >= 0
     assert 1 <= s.t_rank < s.t_prefill < s.t_total and s.t_generate >= 1
-
-
-def test_device_clock_synchronises_before_every_reading():
-    calls = []
-    now = device_clock(torch.device("cuda"), sync=lambda: calls.append("sync"))
-    now(), now()
-    assert calls == ["sync", "sync"]
-    assert device_clock(torch.device("cpu")) is time.perf_counter  # CPU: read directly, as before
 
 
 def test_peak_memory_is_this_calls_not_the_process_lifetime(tiny_qa, clip_path):

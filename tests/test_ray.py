@@ -1,4 +1,4 @@
-"""`--engine ray` on a real Ray cluster started by the tests (`ray start --head`, 2 CPUs), joined the documented
+"""`--backend ray` on a real Ray cluster started by the tests (`ray start --head`, 2 CPUs), joined the documented
 ways (RAY_ADDRESS=HOST:PORT and ray://HOST:PORT): the same records as the local engine, nothing lost or
 duplicated when an actor is killed, and one clear line when the cluster cannot be joined."""
 
@@ -71,7 +71,7 @@ def assert_same_records(got: dict, want: dict) -> None:
     assert set(got) == set(want)
     for key, w in want.items():
         g = got[key]
-        assert (g["engine"], w["engine"]) == ("ray", "local")
+        assert (g["backend"], w["backend"]) == ("ray", "local")
         assert (g["answer"], g["error"]) == (w["answer"], w["error"]), key
         if w["error"] is None:
             assert g["kept"] == w["kept"], key
@@ -133,7 +133,7 @@ def test_cluster_that_cannot_be_joined_is_one_line_and_exit_2(cluster, setup, ca
 
     root, model, _ = setup
     closed = "127.0.0.1:1"  # nothing listens there
-    args = ["batch", str(root / "clips"), "--question", QUESTION, "--model", str(model), "--engine", "ray",
+    args = ["batch", str(root / "clips"), "--question", QUESTION, "--model", str(model), "--backend", "ray",
             "--out", str(root / "never.jsonl"), "--no-progress"]
     for address in (closed, "ray://" + closed):
         monkeypatch.setenv("RAY_ADDRESS", address)

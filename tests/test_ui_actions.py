@@ -43,8 +43,7 @@ def shown(session: ChatSession) -> list[str]:
 def test_questions_asked_while_busy_are_answered_in_order_with_their_own_settings(actions, tiny_qa, clip):
     s = loaded(actions, clip)
     q1, q2 = "What colour is it?", "Where does it go?"
-    chat, box, _ = enqueue(actions, s, q1)
-    assert box == "" and shown(s)[1:] == [q1, "…"]
+    assert enqueue(actions, s, q1)["question"] == "" and shown(s)[1:] == [q1, "…"]
     enqueue(actions, s, q2, method="vispruner", r="0.75")  # asked before the first is answered
     assert shown(s)[3:] == [q2, "(queued: answered after the question above)"]
     list(actions.run(s))
@@ -98,19 +97,17 @@ def test_clear_forgets_what_the_model_saw_too(actions, tiny_qa, clip):
 def test_a_refused_question_goes_back_to_the_box(actions, clip):
     s = loaded(actions, clip)
     enqueue(actions, s, "Is anyone there?")
-    chat, box, *_ = actions.refused("", s)
-    assert box == "Is anyone there?"
+    assert actions.refused("", s)["question"] == "Is anyone there?"
     assert "busy" in shown(s)[-1] and "Is anyone there?" not in shown(s)
     assert s.exchanges == []
     enqueue(actions, s, "Still there?")
-    chat, box, *_ = actions.refused("and typed since", s)  # nothing typed meanwhile is lost either
+    box = actions.refused("and typed since", s)["question"]  # nothing typed meanwhile is lost either
     assert box == "Still there?\nand typed since"
 
 
 def test_a_question_without_a_clip_stays_in_the_box(actions):
     s = ChatSession()
-    chat, box, _ = enqueue(actions, s, "What is this?")
-    assert box == {"__type__": "update"}  # left as typed
+    assert "question" not in enqueue(actions, s, "What is this?")  # the box is left as typed
     assert "Upload a clip" in shown(s)[-1]
 
 
@@ -127,7 +124,7 @@ def test_answer_warnings_are_shown_as_notices_and_exported(actions, tiny_qa, tmp
     notices = [f"⚠️ {w}" for w in warnings]
     assert texts[1:] == ["What colour is it?", texts[2], *notices, "Where does it go?", texts[4 + len(notices)],
                          *notices]
-    doc = json.loads(Path(actions.export(s)["value"]).read_text())
+    doc = json.loads(Path(actions.export(s)["export_file"]["value"]).read_text())
     assert [t["warnings"] for t in doc["turns"]] == [warnings, warnings]
 
 
@@ -140,13 +137,27 @@ def test_fastvid_in_the_chat_keeps_positions_and_shades_merged_patches(actions, 
     direct = tiny_qa.ask(clip, "What colour is it?", prune=PruneConfig("fastvid", r=0.9))
     assert direct.prune.keep_positions is True
     assert shown(s)[1:] == ["What colour is it?", direct.text]
-    gallery = next(o[1]["value"] for o in reversed(outputs) if isinstance(o[1], dict) and o[1].get("value"))
+    gallery = next(o["gallery"]["value"] for o in reversed(outputs) if o.get("gallery", {}).get("value"))
     merged = [len(m["merged"]) for m in direct.kept.frame_masks()]
     assert sum(merged) > 0
     assert [caption.endswith(f" · merged {n}") if n else "merged" not in caption
             for (_, caption), n in zip(gallery, merged, strict=True)] == [True] * len(merged)
-    record = json.loads(Path(actions.export(s)["value"]).read_text())["turns"][0]
+    record = json.loads(Path(actions.export(s)["export_file"]["value"]).read_text())["turns"][0]
     assert record["prune"]["keep_positions"] is True and record["kept"]["absorbed"]
-    stats = next(o[2] for o in reversed(outputs) if isinstance(o[2], str) and o[2])
+    stats = next(o["stats"] for o in reversed(outputs) if o.get("stats"))
     n_merged = direct.kept.to_dict()["n_merged_dropped"]
     assert f"{direct.kept.n_kept} kept (10.0%), {n_merged} more merged into them" in stats
+
+
+def test_outputs_are_wired_by_name_not_by_position():
+    """An action names what it updates: the event's outputs take those values whatever the dict's order, what
+    it leaves out stays as it is, and an output the page does not wire is a loud error, not a shifted one."""
+    import gradio as gr
+    from videoqa.ui.app import wired
+
+    assert wired(lambda: {"stats": "s", "chat": ["c"]}, ("chat", "gallery", "stats"))() == (["c"], gr.skip(), "s")
+    api = wired(lambda: {"upload": None, "preview": gr.update(value="v.mp4", label="x"), "chat": []},
+                ("chat", "preview"), api=True)
+    assert api() == ([], "v.mp4")  # the API picks its outputs by name and gets plain values
+    with pytest.raises(KeyError, match="upload"):
+        wired(lambda: {"chat": [], "upload": None}, ("chat",))()

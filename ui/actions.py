@@ -5,6 +5,9 @@ heatmaps and stats.
 Asking is two steps: `enqueue` runs at once (outside the model's queue) and puts the question in the chat
 and the session; `run` then answers every queued question of the tab in order, in the model's single slot.
 So the box is free for the next question while an answer streams, and a second question waits visibly.
+
+Each action returns a dict keyed by the names of the components it updates (ui/app.py's `ui` dict); a
+component it leaves out is left as it is. The page and the API endpoints wire outputs by these names.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from .session import ChatSession, Exchange, Settings
 
 log = logging.getLogger(__name__)
 
-SKIP = object()  # "leave this output as it is", turned into gr.skip() when yielded
+SKIP = object()  # compare's "leave this output as it is", turned into gr.skip() when yielded
 
 
 def parse_r(text: str | float | None) -> Ratio:
@@ -47,15 +50,19 @@ def _skip(values: list) -> tuple:
     return tuple(gr.skip() if v is SKIP else v for v in values)
 
 
-def _with_final(chat, outputs: Iterator[tuple]) -> Iterator[tuple]:
-    """(chat, heatmaps, stats) as they stream, then once more with the latest value of each, so an API
+ANSWER = ("chat", "gallery", "stats")  # what the API's ask and retry return
+
+
+def _with_final(chat, outputs: Iterator[dict]) -> Iterator[dict]:
+    """The chat, heatmaps and stats as they stream, then once more with the latest value of each, so an API
     client's result is complete (the page keeps what it was shown; a client only sees the last one)."""
-    last = [chat, None, ""]
-    yield tuple(last)
+    last = {"chat": chat, "gallery": None, "stats": ""}
+    yield dict(last)
     for out in outputs:
-        last = [old if new == gr.skip() else new for new, old in zip(out[:3], last, strict=True)]
-        yield out[:3]
-    yield tuple(last)
+        new = {name: out[name] for name in ANSWER if name in out}
+        last |= new
+        yield new
+    yield dict(last)
 
 
 class ChatActions:
@@ -73,45 +80,47 @@ class ChatActions:
     def load_upload(self, path: str | None, session: ChatSession):
         """An uploaded clip starts a new conversation; the upload box is emptied for the next file (the
         current clip is the one in the preview)."""
-        chat, shown = self._load(path, session)
-        return chat, shown, _heatmaps(None), "", None
+        return {**self._load(path, session), "gallery": _heatmaps(None), "stats": "", "upload": None}
 
     def load_example(self, index: int | None, session: ChatSession):
         """An example: its clip and its suggested question (in the chat box and the compare box)."""
         if index is None or not 0 <= int(index) < len(self.examples):
             session.restart()
             session.say("⚠️ No such example.")
-            return (session.chat(), gr.update(value=None, label="Current clip"), _heatmaps(None), "", None,
-                    gr.skip(), gr.skip())
+            return {"chat": session.chat(), "preview": gr.update(value=None, label="Current clip"),
+                    "gallery": _heatmaps(None), "stats": "", "upload": None}
         ex = self.examples[int(index)]
-        chat, shown = self._load(str(ex.clip), session)
-        return chat, shown, _heatmaps(None), "", None, ex.question, ex.question
+        return {**self._load(str(ex.clip), session), "gallery": _heatmaps(None), "stats": "", "upload": None,
+                "question": ex.question, "compare_question": ex.question}
 
     def load_named(self, name: str, session: ChatSession):
         """API: load the example clip called `name` (its first suggested question goes to the box)."""
         match = [i for i, ex in enumerate(self.examples) if ex.clip.name == name]
         return self.load_example(match[0] if match else None, session)
 
-    def _load(self, path: str | None, session: ChatSession):
+    def _load(self, path: str | None, session: ChatSession) -> dict:
+        """The chat and the preview after loading `path` (a message in the chat when it cannot be used)."""
         from videoqa.video import probe_video
 
         session.restart()
+        nothing = gr.update(value=None, label="Current clip")
         if not path:
-            return session.chat(), gr.update(value=None, label="Current clip")
+            return {"chat": session.chat(), "preview": nothing}
         name = Path(path).name
         if Path(path).suffix.lower() not in VIDEO_EXTENSIONS:
             session.say(f"⚠️ “{name}” is not a supported video ({', '.join(VIDEO_EXTENSIONS)}).")
-            return session.chat(), gr.update(value=None, label="Current clip")
+            return {"chat": session.chat(), "preview": nothing}
         try:
             info = probe_video(path)
         except VideoQAError as e:
             session.say(f"⚠️ Cannot use “{name}”: {reason(e)}")
-            return session.chat(), gr.update(value=None, label="Current clip")
+            return {"chat": session.chat(), "preview": nothing}
         session.restart(path, name)
         shown = preview(path, info.container, info.codec, self.work_dir)
         session.say(f"Loaded “{name}”: {info.duration_s:.1f} s, {info.fps:.1f} fps, {info.width}×{info.height}, "
                     f"{info.codec}. Ask a question.")
-        return session.chat(), gr.update(value=str(shown) if shown else None, label=f"Current clip: {name}")
+        return {"chat": session.chat(),
+                "preview": gr.update(value=str(shown) if shown else None, label=f"Current clip: {name}")}
 
     # -- asking -----------------------------------------------------------------------------------------
 
@@ -121,25 +130,27 @@ class ChatActions:
         question = (question or "").strip()
         if not question:
             session.say("⚠️ Type a question first.")
-            return session.chat(), gr.skip(), gr.skip()
+            return {"chat": session.chat()}
         if session.clip is None:
             session.say("⚠️ Upload a clip (or pick an example) first.")
-            return session.chat(), gr.skip(), gr.skip()
+            return {"chat": session.chat()}
         session.add_question(question, Settings(method, k, str(r), frames, bool(show_scores)))
-        return session.chat(), "", gr.update(interactive=True)
+        return {"chat": session.chat(), "question": "", "stop": gr.update(interactive=True)}
 
-    def run(self, session: ChatSession) -> Iterator[tuple]:
-        """Answer the tab's queued questions in order. Yields (chat, heatmaps, stats, stop button)."""
+    def run(self, session: ChatSession) -> Iterator[dict]:
+        """Answer the tab's queued questions in order. Yields the chat, and the heatmaps, stats and stop
+        button when they change."""
         yield self._out(session)
         while (ex := session.take()) is not None:
             yield from self._answer(session, ex)
         yield self._out(session, busy=False)
 
-    def _out(self, session: ChatSession, gallery=SKIP, stats=SKIP, busy: bool = True) -> tuple:
+    def _out(self, session: ChatSession, gallery=SKIP, stats=SKIP, busy: bool = True) -> dict:
         stop = SKIP if busy else gr.update(interactive=session.busy())
-        return _skip([session.chat(), gallery, stats, stop])
+        out = {"chat": session.chat(), "gallery": gallery, "stats": stats, "stop": stop}
+        return {name: value for name, value in out.items() if value is not SKIP}
 
-    def _answer(self, session: ChatSession, ex: Exchange) -> Iterator[tuple]:
+    def _answer(self, session: ChatSession, ex: Exchange) -> Iterator[dict]:
         if session.stopped(ex):
             ex.state = "stopped"
             session.show(ex, "(stopped before it was answered)")
@@ -173,13 +184,13 @@ class ChatActions:
             return
         yield self._done(session, ex, answer)
 
-    def _fail(self, session: ChatSession, ex: Exchange, text: str, why: str) -> tuple:
+    def _fail(self, session: ChatSession, ex: Exchange, text: str, why: str) -> dict:
         ex.state = "failed"
         ex.record = {"status": "failed", "question": ex.question, "shown": text, "error": why}
         session.show(ex, f"{text}\n\n⚠️ {why}".strip())
         return self._out(session)
 
-    def _stopped(self, session: ChatSession, ex: Exchange, text: str) -> tuple:
+    def _stopped(self, session: ChatSession, ex: Exchange, text: str) -> dict:
         """Stopped by the user: the partial answer stays, in the chat and in the history the model sees."""
         ex.state = "stopped"
         if ex.epoch == session.epoch:
@@ -188,7 +199,7 @@ class ChatActions:
             session.show(ex, f"{text.strip()} (stopped)".strip())
         return self._out(session)
 
-    def _done(self, session: ChatSession, ex: Exchange, answer) -> tuple:
+    def _done(self, session: ChatSession, ex: Exchange, answer) -> dict:
         if ex.epoch != session.epoch:
             return self._out(session)
         follow_up = session.answered_before(ex)
@@ -217,31 +228,35 @@ class ChatActions:
         questions = session.unqueue()
         session.say("The server is busy with other questions right now. Your question is back in the box: "
                     "ask again in a moment.")
-        box = "\n".join([*questions, typed] if typed else questions) if questions else gr.skip()
-        return session.chat(), box, gr.skip(), gr.skip(), gr.update(interactive=session.busy())
+        out = {"chat": session.chat(), "stop": gr.update(interactive=session.busy())}
+        if questions:
+            out["question"] = "\n".join([*questions, typed] if typed else questions)
+        return out
 
     def stop(self, session: ChatSession):
         """Stop the answer being written (its text so far stays) and the questions waiting behind it."""
         if not session.stop():
             session.say("Nothing to stop.")
-        return session.chat()
+        return {"chat": session.chat()}
 
     def retry(self, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
         """Ask the last question again (with the current settings), replacing its answer."""
         if session.busy():
             session.say("Still answering: press Stop first, then Retry.")
-            return session.chat(), gr.skip()
+            return {"chat": session.chat()}
         last = session.last_finished()
         if last is None:
             session.say("Nothing to retry yet: ask a question first.")
-            return session.chat(), gr.skip()
+            return {"chat": session.chat()}
         session.forget(last)
-        return self.enqueue(last.question, session, method, k, r, frames, show_scores)[0], gr.update(interactive=True)
+        chat = self.enqueue(last.question, session, method, k, r, frames, show_scores)["chat"]
+        return {"chat": chat, "stop": gr.update(interactive=True)}
 
     def clear(self, session: ChatSession):
         """Forget the conversation (the chat and what the model remembers); keep the clip."""
         session.restart(session.clip, session.clip_name)
-        return [], _heatmaps(None), "", gr.update(value=None, visible=False)
+        return {"chat": [], "gallery": _heatmaps(None), "stats": "",
+                "export_file": gr.update(value=None, visible=False)}
 
     def export(self, session: ChatSession):
         """The conversation as a JSON file: each question, the answer shown, its stats and kept-token record."""
@@ -250,19 +265,19 @@ class ChatActions:
         out = self.work_dir / "exports" / uuid.uuid4().hex[:12] / f"videoqa-{stem}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=1, ensure_ascii=False))
-        return gr.update(value=str(out), visible=True)
+        return {"export_file": gr.update(value=str(out), visible=True)}
 
     # -- API-only endpoints (one call each for clients; the page uses enqueue + run) ---------------------
 
     def ask(self, question: str, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
-        """Ask one question and stream its answer. Yields (chat, heatmaps, stats); the last output holds
-        all three."""
-        chat, *_ = self.enqueue(question, session, method, k, r, frames, show_scores)
+        """Ask one question and stream its answer. Yields the chat, heatmaps and stats (`ANSWER`) as they
+        change; the last output holds all three."""
+        chat = self.enqueue(question, session, method, k, r, frames, show_scores)["chat"]
         yield from _with_final(chat, self.run(session))
 
     def retry_api(self, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
         """Ask the last question again with these settings; outputs as for ask."""
-        chat, _ = self.retry(session, method, k, r, frames, show_scores)
+        chat = self.retry(session, method, k, r, frames, show_scores)["chat"]
         yield from _with_final(chat, self.run(session))
 
     # -- compare ----------------------------------------------------------------------------------------

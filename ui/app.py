@@ -20,7 +20,7 @@ import gradio as gr
 from videoqa.model import packaged_path
 from videoqa.pruning import REGISTRY
 
-from .actions import ChatActions, parse_r
+from .actions import ANSWER, ChatActions, parse_r
 from .media import VIDEO_EXTENSIONS, list_examples, list_samples, sweep_cache
 from .session import ChatSession
 
@@ -167,36 +167,43 @@ def _clip_panel(qa, examples) -> dict:
 
 
 def _wire(ui: dict, actions: ChatActions) -> None:
-    """The page's events. All private: API clients get the endpoints of `_wire_api`."""
+    """The page's events. All private: API clients get the endpoints of `_wire_api`. Outputs are named: each
+    event updates the components `names` lists, from the action's dict of the same names."""
     s = ui["session"]
     settings = [ui["method"], ui["k"], ui["r"], ui["frames"], ui["show_scores"]]
-    chat, question, stop, gallery, stats = ui["chat"], ui["question"], ui["stop"], ui["gallery"], ui["stats"]
+    question = ui["question"]
     instant = {"queue": False, "show_progress": "hidden", "api_visibility": "private"}
 
+    def on(trigger, fn, inputs, names: tuple[str, ...], **kwargs):
+        return trigger(wired(fn, names), inputs, [ui[n] for n in names], **kwargs)
+
     # Loading a clip never waits behind an answer; it empties the upload box for the next file.
-    loaded = [chat, ui["preview"], gallery, stats, ui["upload"]]
-    ui["upload"].upload(actions.load_upload, [ui["upload"], s], loaded, api_name="ui_upload", **instant)
-    ui["examples"].click(actions.load_example, [ui["examples"], s], [*loaded, question, ui["compare_question"]],
-                         api_name="ui_example", **instant)
+    loaded = ("chat", "preview", "gallery", "stats", "upload")
+    on(ui["upload"].upload, actions.load_upload, [ui["upload"], s], loaded, api_name="ui_upload", **instant)
+    on(ui["examples"].click, actions.load_example, [ui["examples"], s], (*loaded, "question", "compare_question"),
+       api_name="ui_example", **instant)
 
     # Asking: the question moves into the chat at once, then the model answers the tab's queue.
+    enqueue = functools.partial(gr.on, [ui["send"].click, question.submit])
     for started in (
-        gr.on([ui["send"].click, question.submit], actions.enqueue, [question, s, *settings],
-              [chat, question, stop], trigger_mode="multiple", api_name="ui_enqueue", **instant),
-        ui["retry"].click(actions.retry, [s, *settings], [chat, stop], trigger_mode="multiple",
-                          api_name="ui_retry", **instant),
+        on(enqueue, actions.enqueue, [question, s, *settings], ("chat", "question", "stop"),
+           trigger_mode="multiple", api_name="ui_enqueue", **instant),
+        on(ui["retry"].click, actions.retry, [s, *settings], ("chat", "stop"), trigger_mode="multiple",
+           api_name="ui_retry", **instant),
     ):
-        answering = started.success(actions.run, [s], [chat, gallery, stats, stop], trigger_mode="multiple",
-                                    show_progress="minimal", api_visibility="private", api_name=False, **MODEL)
-        # The queue was full: no error badge over the chat; the question goes back to the box.
-        answering.failure(actions.refused, [question, s], [chat, question, gallery, stats, stop], api_name=False,
-                          **instant)
-    stop.click(actions.stop, [s], [chat], api_name="ui_stop", **instant)
-    cleared = [chat, gallery, stats, ui["export_file"]]
-    ui["clear"].click(actions.clear, [s], cleared, api_name="ui_clear", **instant)
+        answering = on(started.success, actions.run, [s], ("chat", "gallery", "stats", "stop"),
+                       trigger_mode="multiple", show_progress="minimal", api_visibility="private", api_name=False,
+                       **MODEL)
+        # The queue was full: the question goes back to the box. Every output of the refused answer is an
+        # output here too (gallery and stats left as they are), which takes the error badge off each of them.
+        on(answering.failure, actions.refused, [question, s], ("chat", "question", "gallery", "stats", "stop"),
+           api_name=False, **instant)
+    on(ui["stop"].click, actions.stop, [s], ("chat",), api_name="ui_stop", **instant)
+    cleared = ("chat", "gallery", "stats", "export_file")
+    on(ui["clear"].click, actions.clear, [s], cleared, api_name="ui_clear", **instant)
     # The chat's own trash icon: the same reset as Clear (the model forgets too, not just the display).
-    chat.clear(actions.clear, [s], cleared, api_name="ui_chat_clear", **instant)
-    ui["export"].click(actions.export, [s], [ui["export_file"]], api_name="ui_export", **instant)
+    on(ui["chat"].clear, actions.clear, [s], cleared, api_name="ui_chat_clear", **instant)
+    on(ui["export"].click, actions.export, [s], ("export_file",), api_name="ui_export", **instant)
 
     comparing = gr.on([ui["compare_run"].click, ui["compare_question"].submit], actions.compare,
                       _compare_inputs(ui), _compare_outputs(ui), show_progress="minimal", api_name="ui_compare",
@@ -206,22 +213,25 @@ def _wire(ui: dict, actions: ChatActions) -> None:
 
 
 def _wire_api(ui: dict, actions: ChatActions) -> None:
-    """Named endpoints for API clients, one call per action, plain values out. They are triggered by a
-    hidden button the page never clicks."""
-    s, api = ui["session"], ui["api"].click
+    """Named endpoints for API clients, one call per action, plain values out, each returning the outputs
+    `names` lists (by name: a page-only output such as the emptied upload box is left out). They are triggered
+    by a hidden button the page never clicks."""
+    s = ui["session"]
     settings = [ui["method"], ui["k"], ui["r"], ui["frames"], ui["show_scores"]]
-    chat, question, answer = ui["chat"], ui["question"], [ui["chat"], ui["gallery"], ui["stats"]]
-    loaded = [chat, ui["preview"], ui["gallery"], ui["stats"]]
-    api(plain(actions.load_upload, keep=(0, 1, 2, 3)), [ui["upload"], s], loaded, api_name="load_clip",
-        queue=False)
-    api(plain(actions.load_named, keep=(0, 1, 2, 3, 5)), [ui["example_name"], s], [*loaded, question],
-        api_name="load_example", queue=False)
-    api(plain(actions.ask), [question, s, *settings], answer, api_name="ask", **MODEL)
-    api(plain(actions.retry_api), [s, *settings], answer, api_name="retry", **MODEL)
-    api(plain(actions.stop), [s], [chat], api_name="stop", queue=False)
-    api(plain(actions.clear, keep=(0, 1, 2)), [s], answer, api_name="clear", queue=False)
-    api(plain(actions.export), [s], [ui["export_file"]], api_name="export", queue=False)
-    api(plain(actions.compare), _compare_inputs(ui), _compare_outputs(ui), api_name="compare", **MODEL)
+
+    def api(fn, inputs, names: tuple[str, ...] | None, **kwargs):
+        outputs = _compare_outputs(ui) if names is None else [ui[n] for n in names]
+        ui["api"].click(wired(fn, names, api=True), inputs, outputs, **kwargs)
+
+    loaded = ("chat", "preview", "gallery", "stats")
+    api(actions.load_upload, [ui["upload"], s], loaded, api_name="load_clip", queue=False)
+    api(actions.load_named, [ui["example_name"], s], (*loaded, "question"), api_name="load_example", queue=False)
+    api(actions.ask, [ui["question"], s, *settings], ANSWER, api_name="ask", **MODEL)
+    api(actions.retry_api, [s, *settings], ANSWER, api_name="retry", **MODEL)
+    api(actions.stop, [s], ("chat",), api_name="stop", queue=False)
+    api(actions.clear, [s], ANSWER, api_name="clear", queue=False)
+    api(actions.export, [s], ("export_file",), api_name="export", queue=False)
+    api(actions.compare, _compare_inputs(ui), None, api_name="compare", **MODEL)
 
 
 def _compare_inputs(ui: dict) -> list:
@@ -235,28 +245,34 @@ def _compare_outputs(ui: dict) -> list:
     return outputs
 
 
-def plain(fn, keep: tuple[int, ...] | None = None):
-    """`fn` for API clients: each gr.update(...) among its outputs becomes just its value (visibility and
-    labels only matter on the page); `keep` picks the outputs the endpoint has."""
+def wired(fn, names: tuple[str, ...] | None, api: bool = False):
+    """`fn`, whose outputs are dicts keyed by component name, for an event whose outputs are the components
+    `names`, in that order; a name the dict lacks is left as it is (gr.skip()). On the page a name outside
+    `names` is a wiring bug and raises; an API endpoint shows only the outputs it names. With `api`, each
+    gr.update(...) becomes just its value (visibility and labels only matter on the page). `names` None:
+    `fn`'s outputs are already in the event's order (compare's)."""
 
-    def values(out) -> tuple:
-        out = out if isinstance(out, tuple) else (out,)
-        out = out if keep is None else tuple(out[i] for i in keep)
-        out = tuple(v["value"] if isinstance(v, dict) and v.get("__type__") == "update" and "value" in v
-                    else v for v in out)
+    def arrange(out) -> tuple:
+        if names is not None:
+            if not api and set(out) - set(names):
+                raise KeyError(f"{fn.__name__} updates {sorted(set(out) - set(names))}, which are not wired")
+            out = tuple(out.get(n, gr.skip()) for n in names)
+        if api:
+            out = tuple(v["value"] if isinstance(v, dict) and v.get("__type__") == "update" and "value" in v
+                        else v for v in out)
         return out[0] if len(out) == 1 else out
 
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def stream(*args):
             for out in fn(*args):
-                yield values(out)
+                yield arrange(out)
 
         return stream
 
     @functools.wraps(fn)
     def call(*args):
-        return values(fn(*args))
+        return arrange(fn(*args))
 
     return call
 

@@ -1,10 +1,13 @@
-"""Honest timings and peak memory of one call, on CUDA and on CPU.
+"""The timing harness: honest timings and peak memory of one call, on CUDA and on CPU, and a call with a timeout.
 
 CUDA kernels run asynchronously: a wall-clock reading right after launching work measures the launch, and
 the rest of the work is billed to whatever is timed next. `device_clock` synchronises the device before
 every reading. CUDA's allocator keeps a resettable peak; a CPU process only has a lifetime high-water mark
 (which would report the biggest call ever for every later one), so on CPU the resident set is sampled in a
 thread while the call runs.
+
+`device_clock` is the one clock; `Timer` times a block through it, `best_of` repeats a call and keeps the
+fastest, `PeakMemory` measures a call's peak, `call_with_timeout` abandons a call that hangs.
 """
 
 from __future__ import annotations
@@ -14,15 +17,20 @@ import resource
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
-import torch
+if TYPE_CHECKING:  # torch is imported where it is used: video decoding needs the timeout, not torch
+    import torch
 
 Clock = Callable[[], float]
+T = TypeVar("T")
 
 
 def device_clock(device: torch.device, sync: Callable[[], None] | None = None) -> Clock:
     """Seconds (perf_counter) read after `sync()`; by default CUDA devices synchronise, others read directly."""
     if sync is None and device.type == "cuda":
+        import torch
+
         def sync() -> None:
             torch.cuda.synchronize(device)
     if sync is None:
@@ -33,6 +41,60 @@ def device_clock(device: torch.device, sync: Callable[[], None] | None = None) -
         return time.perf_counter()
 
     return now
+
+
+class Timer:
+    """Seconds of a `with` block, read through `clock` (pass a `device_clock`: on CUDA it synchronises, so the
+    block's queued kernels are billed to it and not to whatever is timed next)."""
+
+    def __init__(self, clock: Clock = time.perf_counter):
+        self.clock = clock
+        self.seconds = 0.0
+
+    def __enter__(self) -> Timer:
+        self._t0 = self.clock()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.seconds = self.clock() - self._t0
+
+
+def best_of(repeats: int, fn: Callable[[], T], clock: Clock = time.perf_counter) -> tuple[float, T]:
+    """(seconds of the fastest of `repeats` calls of `fn`, what that call returned). The minimum, because on
+    a shared machine noise only ever adds time."""
+    best, value = float("inf"), None
+    for _ in range(max(repeats, 1)):
+        with Timer(clock) as t:
+            out = fn()
+        if t.seconds < best:
+            best, value = t.seconds, out
+    return best, value
+
+
+def call_with_timeout(fn: Callable[[], T], timeout_s: float | None, name: str = "call-with-timeout") -> T:
+    """`fn()`, run in a daemon thread; after `timeout_s` seconds raise TimeoutError (no timeout: call directly).
+
+    A hung native call (a decoder stuck on a corrupt file) cannot be killed from Python: the thread is
+    abandoned, not joined, and being a daemon it does not block interpreter exit. An exception `fn` raises is
+    re-raised in the caller's thread."""
+    if not timeout_s:
+        return fn()
+    box: dict = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = e
+
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise TimeoutError(f"gave up after {timeout_s:g}s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def rss_bytes() -> int:
@@ -77,20 +139,30 @@ class PeakMemory:
 
     kind "cuda-max-allocated": the CUDA allocator's peak since start (weights included);
     "cpu-rss-sampled": the largest resident set sampled during the call (the whole process).
+    `base` is the same reading at start, so `peak - base` is what the call added.
     """
 
-    def __init__(self, device: torch.device):
-        self.device = device
-        self._sampler = None if device.type == "cuda" else RssSampler()
+    def __init__(self, device: torch.device | str):
+        import torch
+
+        self.device = torch.device(device)
+        self._sampler = None if self.device.type == "cuda" else RssSampler()
+        self.base = 0
 
     def start(self) -> PeakMemory:
+        import torch
+
         if self._sampler is None:
+            self.base = torch.cuda.memory_allocated(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
         else:
             self._sampler.start()
+            self.base = self._sampler.base
         return self
 
     def stop(self) -> tuple[int, str]:
+        import torch
+
         if self._sampler is None:
             return torch.cuda.max_memory_allocated(self.device), "cuda-max-allocated"
         return self._sampler.stop(), "cpu-rss-sampled"

@@ -46,7 +46,6 @@ are always decoded by PyAV. ``VideoInfo.width``/``height`` stay the stored size.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -58,6 +57,7 @@ import numpy as np
 
 from videoqa.change_sampler import MAX_THUMBS, SCAN_FPS, THUMB_SIZE, ChangeScan, content_indices
 from videoqa.errors import InputError, VideoError
+from videoqa.measure import call_with_timeout
 
 BACKENDS = ("auto", "pyav", "decord")
 SAMPLERS = ("uniform", "content")  # content: videoqa/change_sampler.py
@@ -474,30 +474,17 @@ def _warnings(loss: str | None, frames_in_file: int, wanted: list[int]) -> list[
 
 
 def _run_with_timeout(fn, timeout_s: float):
-    """Run ``fn`` in a daemon thread; a call that does not finish in time raises _BackendFailed.
-
-    A hung decord call cannot be killed from Python: the daemon thread is abandoned (it does not block
-    interpreter exit) and the caller gets an error instead of hanging.
-    """
-    box: dict = {}
-
-    def target():
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - any decord failure is reported, not raised in a thread
-            box["error"] = e
-
-    thread = threading.Thread(target=target, name="decord-sample", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if thread.is_alive():
-        raise _BackendFailed(f"decord did not finish within {timeout_s:.0f} s")
-    if "error" in box:
-        lines = str(box["error"]).strip().splitlines() or [type(box["error"]).__name__]
+    """``fn()`` under `measure.call_with_timeout`; a hang or a decord error becomes _BackendFailed (so the
+    caller falls back to PyAV instead of hanging or showing decord's traceback)."""
+    try:
+        return call_with_timeout(fn, timeout_s, name="decord-sample")
+    except TimeoutError:
+        raise _BackendFailed(f"decord did not finish within {timeout_s:.0f} s") from None
+    except Exception as e:  # noqa: BLE001 - any decord failure is reported as the backend failing
+        lines = str(e).strip().splitlines() or [type(e).__name__]
         # decord prefixes messages with "[hh:mm:ss] /source/file.cc:123: "; keep only the message
         message = re.sub(r"^\[[\d:]+\] \S+:\d+: ", "", lines[0])
-        raise _BackendFailed(f"decord failed: {message}")
-    return box["value"]
+        raise _BackendFailed(f"decord failed: {message}") from e
 
 
 def _sample_decord(path: Path, num_frames: int, timeout_s: float = DECORD_TIMEOUT_S,

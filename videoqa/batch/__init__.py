@@ -4,6 +4,6 @@
     store       the results file: durable appends, reading back after a kill, compaction
     lock        one writer per results file (an OS lock held for the whole run)
     run         resume/retry planning, one record per item, the summary
-    local       the in-process engines (one at a time, or left-padded batches)
-    ray_engine  the Ray Data engine (CPU decoding tasks + an actor pool of models)
+    local       the in-process back ends (one at a time, or left-padded batches)
+    ray_engine  the Ray Data back end (CPU decoding tasks + an actor pool of models)
 """

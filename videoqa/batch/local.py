@@ -1,20 +1,16 @@
-"""Local engines: one model in this process, answering one item at a time or a left-padded batch at a time.
-
-Also the per-call timeout the Ray engine puts around decoding (a hung decoder is abandoned, not joined).
-"""
+"""Local back ends: one model in this process, answering one item at a time or a left-padded batch at a time."""
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from .run import AnswerFn, Produce, answer_one, base_record, summarize_answer
 from .worklist import WorkItem
 
 
 def local_engine(model_spec: dict, batch_size: int = 1) -> Produce:
-    """The local engine for `model_spec` (see `VideoQA.from_spec`). The model is loaded when there is work,
+    """The local back end for `model_spec` (see `VideoQA.from_spec`). The model is loaded when there is work,
     before the progress bar starts, so the bar's rate counts clips only."""
 
     def produce(todo: list[WorkItem]) -> Iterator[dict]:
@@ -29,7 +25,7 @@ def local_engine(model_spec: dict, batch_size: int = 1) -> Produce:
 
 
 def qa_answer_fn(qa) -> AnswerFn:
-    """The local engine's model call: a loaded VideoQA, with the pruning it was loaded with."""
+    """The local back end's model call: a loaded VideoQA, with the pruning it was loaded with."""
 
     def answer(video: str, question: str) -> dict:
         return summarize_answer(qa.ask(video, question).to_dict())
@@ -41,7 +37,7 @@ def local_records(todo: list[WorkItem], answer_fn: AnswerFn) -> Iterator[dict]:
     """One record per item, in order; a failing item becomes an error record."""
     for it in todo:
         rec = answer_one(it, answer_fn)
-        rec["engine"] = "local"
+        rec["backend"] = "local"
         yield rec
 
 
@@ -59,26 +55,4 @@ def batched_records(todo: list[WorkItem], qa, batch_size: int) -> Iterator[dict]
         seconds = round((time.perf_counter() - t0) / len(chunk), 4)
         for it, answer in zip(chunk, answers, strict=True):
             rec = {**base_record(it), **summarize_answer(answer.to_dict()), "error": None}
-            yield {**rec, "seconds": seconds, "engine": "local"}
-
-
-def call_with_timeout(fn: Callable[[], object], timeout_s: float | None):
-    """Run `fn` in a daemon thread and give up after `timeout_s` (a hung decoder is abandoned, not joined)."""
-    if not timeout_s:
-        return fn()
-    box: dict = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # re-raised in the caller's thread
-            box["error"] = e
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(timeout_s)
-    if t.is_alive():
-        raise TimeoutError(f"gave up after {timeout_s:g}s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+            yield {**rec, "seconds": seconds, "backend": "local"}

@@ -1,8 +1,8 @@
-"""The Ray engine: CPU tasks decode clips (under a timeout), an actor pool with one model per actor answers.
+"""The Ray back end: CPU tasks decode clips (under a timeout), an actor pool with one model per actor answers.
 
 Built on Ray Data so decoding and answering overlap. The pipeline runs inside a small driver actor on the
 cluster (Ray Data cannot run through Ray Client), which hands records to this process as they complete;
-this process writes them to the same resumable results file as the local engine. How to join a cluster:
+this process writes them to the same resumable results file as the local back end. How to join a cluster:
 `ray_connect.py`.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from ..errors import InputError, VideoQAError
-from .local import call_with_timeout
+from ..measure import call_with_timeout
 from .ray_connect import connect, resolve_address
 from .run import Produce, answer_one, base_record, summarize_answer
 from .worklist import WorkItem
@@ -24,7 +24,7 @@ from .worklist import WorkItem
 
 @dataclass(frozen=True)
 class RayOptions:
-    """How the Ray engine is laid out on the cluster."""
+    """How the Ray back end is laid out on the cluster."""
 
     actors: int = 1  # model replicas
     cpus_per_actor: float | None = None  # None: 1, or the share that lets all actors and decoding fit
@@ -107,7 +107,7 @@ class _QAActor:
         records.update(self._answer(ready))
         out = []
         for i in sorted(records):
-            rec = {**records[i], "engine": "ray"}
+            rec = {**records[i], "backend": "ray"}
             if self.load_s is not None:
                 rec["_model_load_s"], self.load_s = round(self.load_s, 3), None
             out.append(json.dumps(rec, ensure_ascii=False))
@@ -241,7 +241,7 @@ class RayRun:
 
 
 def ray_engine(model_spec: dict, opts: RayOptions) -> Produce:
-    """The Ray engine for `model_spec` (see `VideoQA.from_spec`): each actor loads its own model."""
+    """The Ray back end for `model_spec` (see `VideoQA.from_spec`): each actor loads its own model."""
     return lambda todo: ray_records(todo, model_spec, opts)
 
 

@@ -1,8 +1,8 @@
 """Running a batch: what is left to do, one record per item, and the summary line.
 
-An engine is a function `produce(todo) -> records` (local, batched or Ray); the model call inside it is
+A back end is a function `produce(todo) -> records` (local, batched or Ray); the model call inside it is
 one function `answer_fn(video, question) -> dict`. The bookkeeping here (resume, retries, error records,
-counting) is therefore the same for every engine and for the tests.
+counting) is therefore the same for every back end and for the tests.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ class BatchSummary:
     ok: int
     errors: int
     seconds: float  # from the first record asked for to the last one written
-    startup_s: float = 0.0  # starting the engine: loading the model, or joining Ray
-    phases: tuple[tuple[str, float], ...] = ()  # the engine's own account (Ray: connect, model load, processing)
+    startup_s: float = 0.0  # starting the back end: loading the model, or joining Ray
+    phases: tuple[tuple[str, float], ...] = ()  # the back end's own account (Ray: connect, model load, processing)
 
     @property
     def clips_per_s(self) -> float:
@@ -52,7 +52,7 @@ class BatchSummary:
     def _timing(self) -> str:
         if self.phases:
             return ", ".join(f"{name} {s:.1f}s" for name, s in self.phases)
-        return f"engine start {self.startup_s:.1f}s"
+        return f"back end start {self.startup_s:.1f}s"
 
 
 def summarize_answer(answer: dict) -> dict:
@@ -119,7 +119,7 @@ def run_batch(items: list[WorkItem], out: str | Path, produce: Produce, *, retry
     `produce(todo)` yields one record per item, in any order (e.g. `local_records`, `ray_records`).
     The run holds `out`'s lock from reading what is done to writing the last record, so two runs never
     do the same item or write the same file; another run holding it raises BusyError (or, with `wait`,
-    this run waits, then resumes from what that one wrote). The engine starts only once the lock is held.
+    this run waits, then resumes from what that one wrote). The back end starts only once the lock is held.
     """
     out = Path(out)
     prepare_out(out)
@@ -134,7 +134,7 @@ def run_batch(items: list[WorkItem], out: str | Path, produce: Produce, *, retry
         t0 = time.perf_counter()
         startup, phases = 0.0, ()
         if todo:
-            produced = produce(todo)  # engines start (load the model, join Ray) here, before the bar
+            produced = produce(todo)  # back ends start (load the model, join Ray) here, before the bar
             startup = time.perf_counter() - t0
             t0 = time.perf_counter()
             ok, errors = _write_all(produced, out, len(todo), progress)

@@ -56,7 +56,8 @@ def clip_name(video: str | Path, root: str | Path) -> str:
 def answer_options(spec: dict) -> dict:
     """The options of a model spec (see `VideoQA.from_spec`) that change answers: the model (a local folder
     by its resolved path), dtype, attention kernel, the pruning fields the method reads, frames and the
-    answer length and the prompt template. Not the device, batch size or engine (records are identical across them)."""
+    answer length and the prompt template. Not the device, batch size or back end
+    (records are identical across them)."""
     from ..model import NAMED_MODELS
 
     model = spec["model"]

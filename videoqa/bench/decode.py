@@ -7,27 +7,23 @@ synchronised on CUDA.
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from .. import llm
+from ..measure import Clock, Timer, device_clock
 from ..pruning.fastv import FastVPlan
 from .llm import TOKENS_PER_FRAME, Setup, build_lm, make_prompt
 
 WARMUP = 3
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 @torch.inference_mode()
 def time_mode(model, state: llm.PrefillResult, mode: str, n_tokens: int,
-              decoder: llm.Decoder | None = None) -> tuple[float, float]:
-    """(seconds per token over `n_tokens` steps, seconds of the warm-up steps) for one decode mode."""
+              decoder: llm.Decoder | None = None, clock: Clock | None = None) -> tuple[float, float]:
+    """(seconds per token over `n_tokens` steps, seconds of the warm-up steps) for one decode mode, read
+    through `clock` (default: the device's synced clock)."""
     device = state.logits.device
+    clock = clock or device_clock(device)
     tokens = state.logits.argmax(-1)
     if mode == "eager":
         lm = llm.adapt(model)
@@ -43,17 +39,13 @@ def time_mode(model, state: llm.PrefillResult, mode: str, n_tokens: int,
         def run_step(_i: int) -> None:
             decoder.step(cache, tokens, step)
             step.add_(1)
-    _sync(device)
-    t0 = time.perf_counter()
-    for i in range(WARMUP):
-        run_step(i)
-    _sync(device)
-    t_warm = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for i in range(n_tokens):
-        run_step(i)
-    _sync(device)
-    return (time.perf_counter() - t0) / n_tokens, t_warm
+    with Timer(clock) as warm:
+        for i in range(WARMUP):
+            run_step(i)
+    with Timer(clock) as timed:
+        for i in range(n_tokens):
+            run_step(i)
+    return timed.seconds / n_tokens, warm.seconds
 
 
 def decode_rows(setup: Setup, plans: list[tuple[str, float]], n_tokens: int, compile: bool, k: int = 2,

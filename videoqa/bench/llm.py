@@ -12,12 +12,12 @@ model shapes, random weights; use on a GPU with --dtype bfloat16).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 
 import torch
 
 from .. import llm
+from ..measure import Clock, Timer, best_of, device_clock
 from ..pruning import REGISTRY, Acts, EncodedVideo, ModelDims, PruneConfig, VisualLayout, keep_count
 from ..pruning.flops import estimate_flops
 
@@ -73,35 +73,21 @@ def make_prompt(model, frames: int, n_keep: int | None = None, seed: int = 0):
     return embeds, torch.ones(1, n, dtype=torch.long, device=p.device), vis
 
 
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
+def time_prefill(model, inputs, plan, clock: Clock, repeats: int) -> tuple[float, float, object]:
+    """Best-of-`repeats` prefill seconds, that run's ranking seconds, and its state. Both times are read
+    through `clock` (a `device_clock`: on CUDA, a ranking timed without a sync measures only the launch)."""
+    best, state = best_of(repeats, lambda: llm.prefill(model, *inputs, plan, clock=clock), clock)
+    return best, state.t_rank, state
 
 
-def time_prefill(model, inputs, plan, device: str, repeats: int) -> tuple[float, float, object]:
-    """Best-of-`repeats` prefill seconds, its ranking seconds, and the last state."""
-    best, rank, state = float("inf"), 0.0, None
-    for _ in range(repeats):
-        _sync(device)
-        t0 = time.perf_counter()
-        state = llm.prefill(model, *inputs, plan)
-        _sync(device)
-        dt = time.perf_counter() - t0
-        if dt < best:
-            best, rank = dt, state.t_rank
-    return best, rank, state
-
-
-def time_decode(model, state, n_tokens: int, device: str) -> float:
+def time_decode(model, state, n_tokens: int, clock: Clock) -> float:
     """Seconds per decoded token on `state`'s cache (greedy, fixed token count)."""
     lm = llm.adapt(model)
     token = lm.embed_tokens(torch.zeros(1, 1, dtype=torch.long, device=state.logits.device))
-    _sync(device)
-    t0 = time.perf_counter()
-    for _ in range(n_tokens):
-        llm.decode_one_token(lm, state, token)
-    _sync(device)
-    return (time.perf_counter() - t0) / n_tokens
+    with Timer(clock) as t:
+        for _ in range(n_tokens):
+            llm.decode_one_token(lm, state, token)
+    return t.seconds / n_tokens
 
 
 def bench_config(method: str, r: float | str, k: int) -> PruneConfig:
@@ -123,11 +109,13 @@ def llm_inputs(model, frames: int, cfg: PruneConfig, r: float) -> tuple[tuple, o
 
 
 def method_rows(setup: Setup, methods: list[tuple[str, float | str]], repeats: int, decode_tokens: int,
-                k: int = 2) -> list[dict]:
-    """Time every (method, R) on one model in one process, interleaved so machine noise hits all alike."""
+                k: int = 2, clock: Clock | None = None) -> list[dict]:
+    """Time every (method, R) on one model in one process, interleaved so machine noise hits all alike.
+    Every time is read through `clock` (default: the device's synced clock)."""
     from ..pruning.adaptive import decide, free_memory_bytes
     from ..pruning.budget import only_kept_count
 
+    clock = clock or device_clock(torch.device(setup.device))
     model = build_lm(setup)
     dtype = getattr(torch, setup.dtype)
     dims = dims_of(model, dtype)
@@ -143,10 +131,10 @@ def method_rows(setup: Setup, methods: list[tuple[str, float | str]], repeats: i
             r = decision.r
         r = float(r) if cfg.method_spec.uses_r else 0.0
         inputs, plan, kept = llm_inputs(model, setup.frames, cfg, r)
-        t_select = _selection_seconds(cfg, setup.frames, kept, dims.hidden, setup.device)
+        t_select = _selection_seconds(cfg, setup.frames, kept, dims.hidden, setup.device, clock)
         llm.prefill(model, *inputs, plan)  # warm-up
-        t, t_rank, state = time_prefill(model, inputs, plan, setup.device, repeats)
-        t_dec = time_decode(model, state, decode_tokens, setup.device)
+        t, t_rank, state = time_prefill(model, inputs, plan, clock, repeats)
+        t_dec = time_decode(model, state, decode_tokens, clock)
         flops = estimate_flops(dims, n_text, n_vis, kept, cfg.layer)
         rows.append(dict(frames=setup.frames, method=method, k=cfg.layer, r=round(r, 3), kept=kept,
                          auto=decision is not None, prefill_s=t + t_select, rank_s=t_rank + t_select,
@@ -158,23 +146,24 @@ def method_rows(setup: Setup, methods: list[tuple[str, float | str]], repeats: i
     return rows
 
 
-def _selection_seconds(cfg: PruneConfig, frames: int, kept: int, hidden: int = 4096, device: str = "cpu") -> float:
+def _selection_seconds(cfg: PruneConfig, frames: int, kept: int, hidden: int = 4096, device: str = "cpu",
+                       clock: Clock | None = None) -> float:
     """Cost of choosing tokens before the LLM (VisPruner's similarity passes, random's draw, FastVID's
-    segmentation, density peaks and merging), on a random encoding of LLM-sized features."""
+    segmentation, density peaks and merging), on a random encoding of LLM-sized features, read through
+    `clock` (default: the device's synced clock)."""
     spec = cfg.method_spec
     if spec.acts is not Acts.BEFORE_LLM:
         return 0.0
+    clock = clock or device_clock(torch.device(device))
     g = torch.Generator().manual_seed(0)
     layout = VisualLayout(frames, 16)
     enc = EncodedVideo(features=torch.randn(frames, TOKENS_PER_FRAME, hidden, generator=g).to(device),
                        vision_features=torch.randn(frames, TOKENS_PER_FRAME, 1024, generator=g).to(device),
                        cls_attention=torch.rand(frames, TOKENS_PER_FRAME, generator=g).softmax(-1).to(device),
                        layout=layout)
-    _sync(device)
-    t0 = time.perf_counter()
-    spec.select(enc, kept, cfg.options)
-    _sync(device)
-    return time.perf_counter() - t0
+    with Timer(clock) as t:
+        spec.select(enc, kept, cfg.options)
+    return t.seconds
 
 
 def format_llm_table(rows: list[dict], peaks: dict[str, float] | None = None) -> str:

@@ -9,12 +9,9 @@ the model already set the process's high-water mark.
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable
-
-import torch
 
 from .. import llm
-from ..measure import RssSampler
+from ..measure import PeakMemory
 from ..pruning import REGISTRY, Method
 from .llm import Setup, bench_config, build_lm, llm_inputs
 
@@ -36,22 +33,7 @@ def peak_memory_mb(setup: Setup, method: Method, r: float, k: int) -> float:
     model = build_lm(setup)
     inputs, plan, _ = llm_inputs(model, setup.frames, bench_config(method.name, r, k), r)
 
-    def run() -> None:
-        llm.prefill(model, *inputs, plan)
-
-    if setup.device.startswith("cuda"):
-        torch.cuda.synchronize()
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        run()
-        peak = torch.cuda.max_memory_allocated() - base
-    else:
-        peak = _peak_rss_during(run)
-    return peak / 2**20
-
-
-def _peak_rss_during(fn: Callable[[], None]) -> int:
-    """Bytes the resident set grew to while `fn` ran, sampled every millisecond in a thread."""
-    sampler = RssSampler().start()
-    fn()
-    return sampler.stop() - sampler.base
+    memory = PeakMemory(setup.device).start()
+    llm.prefill(model, *inputs, plan)
+    peak, _kind = memory.stop()
+    return (peak - memory.base) / 2**20

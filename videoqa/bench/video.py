@@ -7,24 +7,16 @@ and two larger clips it generates. Times are the best of `repeats` runs (wall cl
 from __future__ import annotations
 
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 
 import av
 import numpy as np
 
 from ..errors import VideoQAError
+from ..measure import best_of
 from ..model import packaged_path
 from ..video import DECORD_TIMEOUT_S, _run_with_timeout, sample_frames
-
-
-def _best_time(repeats: int, fn, *args) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn(*args)
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def _decode_all_pyav(path: Path) -> int:
@@ -73,9 +65,9 @@ def benchmark_backends(paths: list[str | Path], num_frames: int = 8, repeats: in
                 clip = sample_frames(path, num_frames, backend=backend)
                 row["frames"] = clip.info.total_frames
                 row["size"] = f"{clip.info.width}x{clip.info.height}"
-                row["sample_ms"] = 1000 * _best_time(repeats, sample_frames, path, num_frames, backend)
+                row["sample_ms"] = 1000 * best_of(repeats, partial(sample_frames, path, num_frames, backend))[0]
                 decode_all = _decode_all_pyav if backend == "pyav" else _decode_all_decord
-                row["decode_all_ms"] = 1000 * _best_time(repeats, decode_all, path)
+                row["decode_all_ms"] = 1000 * best_of(repeats, partial(decode_all, path))[0]
                 row["speedup"] = row["decode_all_ms"] / row["sample_ms"]
                 if backend == "pyav":
                     reference = clip.indices

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
-from .options import add_engine_options, add_model_options, add_prune_options, engine_from_args, model_spec_from_args
+from .options import add_backend_options, add_model_options, add_prune_options, backend_from_args, model_spec_from_args
 
 if TYPE_CHECKING:
     from ..batch.run import Produce
@@ -27,12 +27,12 @@ def register(sub) -> None:
                                                 "writes it at a time: see --wait)")
     add_model_options(p)
     add_prune_options(p)
-    add_engine_options(p)
+    add_backend_options(p)
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace, engine: Callable[[argparse.Namespace], Produce] = engine_from_args) -> int:
-    """The command; `engine(args)` makes the batch engine (a test wraps it to slow it down)."""
+def run(args: argparse.Namespace, backend: Callable[[argparse.Namespace], Produce] = backend_from_args) -> int:
+    """The command; `backend(args)` makes the batch back end (a test wraps it to slow it down)."""
     from ..batch.run import run_batch
     from ..batch.worklist import answer_options, collect_work, read_questions
 
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace, engine: Callable[[argparse.Namespace], Produce
     items = collect_work(args.paths, questions, answer_options(model_spec_from_args(args)))
     if not items:
         raise InputError("no videos found in " + ", ".join(args.paths))
-    summary = run_batch(items, args.out, engine(args), retry_errors=args.retry_errors,
+    summary = run_batch(items, args.out, backend(args), retry_errors=args.retry_errors,
                         progress=not args.no_progress, wait=args.wait)
     print(summary.line())
     return 0

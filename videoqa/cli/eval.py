@@ -11,10 +11,10 @@ from ..eval.protocol import OFFICIAL_DIR
 from ..eval.run import format_result, run_eval
 from ..pruning import PruneConfig
 from .options import (
-    add_engine_options,
+    add_backend_options,
     add_model_options,
     add_prune_options,
-    engine_from_args,
+    backend_from_args,
     model_spec_from_args,
 )
 
@@ -41,7 +41,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
     result = run_eval(
         ds,
         out,
-        engine_from_args(args, spec),
+        backend_from_args(args, spec),
         judge,
         {"dataset": args.dataset, **config},
         retry_errors=args.retry_errors,
@@ -82,7 +82,7 @@ def register(sub) -> None:
     add_judge_options(p)
     add_model_options(p)
     add_prune_options(p)
-    add_engine_options(p)
+    add_backend_options(p)
     # The official protocol's prompt and answer length (Video-LLaVA's run_inference_video_qa.py); interactive
     # commands keep the plain prompt and 64 tokens, which suit a chat and return sooner.
     p.set_defaults(func=run_eval_command, prompt="official", max_new_tokens=1024)

@@ -7,6 +7,7 @@ loads the model here, is shipped to Ray actors, and is recorded with eval runs.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
@@ -71,11 +72,26 @@ def _shown(value) -> str:
     return ("on" if value else "off") if isinstance(value, bool) else str(value)
 
 
-def add_engine_options(p: argparse.ArgumentParser) -> None:
-    """Options of the commands that answer many questions (batch, eval): which engine, and resuming."""
-    g = p.add_argument_group("engine")
-    g.add_argument("--engine", default="local", choices=["local", "ray"],
+class DeprecatedAlias(argparse.Action):
+    """An old spelling of an option: accepted, stored under the new option's name, with a note on stderr."""
+
+    def __init__(self, option_strings, dest, preferred: str, **kwargs):
+        self.preferred = preferred
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"videoqa: {option_string} is deprecated, use {self.preferred}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_backend_options(p: argparse.ArgumentParser) -> None:
+    """Options of the commands that answer many questions (batch, eval): which back end, and resuming."""
+    g = p.add_argument_group("back end")
+    g.add_argument("--backend", default="local", choices=["local", "ray"],
                    help="local: one model in this process; ray: an actor pool on Ray (RAY_ADDRESS or a local Ray)")
+    # --engine was this option's name until "engine" came to mean only the LLM loop; kept for one release.
+    g.add_argument("--engine", dest="backend", choices=["local", "ray"], default=argparse.SUPPRESS,
+                   action=DeprecatedAlias, preferred="--backend", help="deprecated spelling of --backend")
     g.add_argument("--batch-size", type=positive_int, default=1,
                    help="questions per left-padded batch, locally or per Ray actor (GPU throughput; same answers "
                         "as 1)")
@@ -157,11 +173,11 @@ def load_qa(args: argparse.Namespace) -> VideoQA:
     return VideoQA.from_spec(model_spec_from_args(args))
 
 
-def engine_from_args(args: argparse.Namespace, spec: dict | None = None) -> Produce:
-    """The batch engine the options ask for; nothing is loaded until it is given work. `spec`: the options'
+def backend_from_args(args: argparse.Namespace, spec: dict | None = None) -> Produce:
+    """The batch back end the options ask for; nothing is loaded until it is given work. `spec`: the options'
     `model_spec_from_args`, when the caller already has it (checked once)."""
     spec = spec or model_spec_from_args(args)
-    if args.engine == "ray":
+    if args.backend == "ray":
         from ..batch.ray_engine import RayOptions, ray_engine
 
         opts = RayOptions(actors=args.actors, cpus_per_actor=args.cpus_per_actor, gpus_per_actor=args.gpus_per_actor,

@@ -1,4 +1,4 @@
-"""The Video-ChatGPT "GPT_Zero_Shot_QA" layout used by Video-LLaVA's evaluation (DESIGN.md §6).
+"""The Video-ChatGPT "GPT_Zero_Shot_QA" layout that Video-LLaVA's evaluation reads (MSVD, MSRVTT, TGIF).
 
     MSVD_Zero_Shot_QA/{test_q.json, test_a.json, videos/*.avi}
     MSRVTT_Zero_Shot_QA/{test_q.json, test_a.json, videos/all/*.mp4}

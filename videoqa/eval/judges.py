@@ -53,7 +53,7 @@ USER_PROMPT = (
 
 API_KEY_ENV = ("VIDEOQA_JUDGE_API_KEY", "OPENAI_API_KEY")
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_GPT_MODEL = "gpt-3.5-turbo-0125"  # pinned: judge versions move accuracy by points (DESIGN.md §6)
+DEFAULT_GPT_MODEL = "gpt-3.5-turbo-0125"  # pinned: another judge version moves accuracy by points
 
 
 @dataclass(frozen=True)

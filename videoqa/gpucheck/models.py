@@ -3,12 +3,12 @@ built through the real classes directly on the device, and prompts made by the p
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from ..measure import device_clock
 from ..tiny import BOS_ID, EOS_ID, IMAGE_ID, PAD_ID, VIDEO_ID, TinySpec, build_processor, build_tokenizer
 from ..tiny import build_config as tiny_config
 
@@ -64,7 +64,8 @@ def build_qa(target: Target):
     from ..model import LoadedModel
     from ..pipeline import VideoQA
 
-    t0 = time.perf_counter()
+    clock = device_clock(torch.device(target.device))  # synced: the weights' initialisation is queued on CUDA
+    t0 = clock()
     cfg = build_config(target)
     torch.manual_seed(0)
     with torch.device(target.device):
@@ -76,8 +77,7 @@ def build_qa(target: Target):
     processor = build_processor(build_tokenizer(), vision.image_size, vision.patch_size)
     loaded = LoadedModel(model, processor, torch.device(target.device), target.dtype, target.name)
     qa = VideoQA(loaded, max_new_tokens=8)
-    _sync(target.device)
-    return qa, time.perf_counter() - t0
+    return qa, clock() - t0
 
 
 def shapes_of(qa) -> dict:
@@ -129,7 +129,3 @@ def prompt_batch(qa, frames: int, questions: tuple[str, ...] = (QUESTION,), seed
     reqs = [qa.prepare(clip, q, None, cfg, frames, 8) for q in questions]
     return qa.collate(reqs), reqs
 
-
-def _sync(device) -> None:
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()

@@ -119,21 +119,3 @@ def environment(device: str) -> dict:
             env[f"has_{mod}"] = False
     return env
 
-
-class Timer:
-    """Wall-clock seconds of a block, with the device synchronised before and after (CUDA runs asynchronously)."""
-
-    def __init__(self, device):
-        self.cuda = torch.device(device).type == "cuda"
-        self.seconds = 0.0
-
-    def __enter__(self) -> Timer:
-        if self.cuda:
-            torch.cuda.synchronize()
-        self._t0 = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.cuda:
-            torch.cuda.synchronize()
-        self.seconds = time.perf_counter() - self._t0

@@ -1,7 +1,7 @@
 """Speed on the device: prefill time vs FLOPs, ranking share, decode per token, and one answer's stages.
 
-Every timing synchronises the device before and after (`report.Timer`). Figures are the median of
-`target.repeats` runs after one warm-up run.
+Every timing synchronises the device before and after (`measure.Timer` over `measure.device_clock`).
+Figures are the median of `target.repeats` runs after one warm-up run.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import torch
 from .. import llm
 from ..bench.decode import decode_rows, format_decode_table
 from ..bench.llm import Setup
-from ..measure import device_clock
+from ..measure import Timer, device_clock
 from ..pruning import PruneConfig, keep_count
 from ..pruning.adaptive import decide, free_memory_bytes
 from ..pruning.fastv import FastVPlan
 from ..pruning.flops import estimate_flops
 from .models import QUESTION, Target, prompt_batch, synthetic_frames
-from .report import INFO, Check, Timer, verdict
+from .report import INFO, Check, verdict
 
 TIME_OVER_FLOPS = 1.10  # goal: FastV's prefill time ratio at most 10% above its FLOPs ratio
 FASTV_A40_7B = (0.344, 0.230)  # FastV paper, Table 4: LLaVA-1.5-7B latency (s) without / with FastV, A40
@@ -39,7 +39,7 @@ def _time_prefill(qa, batch, plan, repeats: int) -> tuple[float, float]:
     _prefill(qa, batch, plan)  # warm-up
     times, ranks = [], []
     for _ in range(repeats):
-        with Timer(qa.device) as t:
+        with Timer(device_clock(qa.device)) as t:
             state = _prefill(qa, batch, plan)
         times.append(t.seconds)
         ranks.append(state.t_rank)
@@ -136,15 +136,15 @@ def answer_stages(qa, target: Target, report, max_new: int = 16) -> list[Check]:
         for method in ("warm-up", "none", "fastv"):
             fresh = VideoQA(loaded, max_new_tokens=max_new)  # empty caches: the vision tower runs again
             cfg = PruneConfig(method="none" if method != "fastv" else "fastv", k=2, r=0.5).validate()
-            with Timer(qa.device) as t_sample:
+            with Timer(device_clock(qa.device)) as t_sample:
                 clip = sample_frames(path, 8) if path else clip_of(synthetic_frames(8))
-            with Timer(qa.device) as t_encode:
+            with Timer(device_clock(qa.device)) as t_encode:
                 fresh.encode(clip.frames)
-            with Timer(qa.device) as t_prompt:
+            with Timer(device_clock(qa.device)) as t_prompt:
                 reqs = [fresh.prepare(clip, QUESTION, None, cfg, 8, max_new)]
-            with Timer(qa.device) as t_prefill, torch.inference_mode():
+            with Timer(device_clock(qa.device)) as t_prefill, torch.inference_mode():
                 state = fresh.prefill(reqs, fresh.collate(reqs))
-            with Timer(qa.device) as t_decode, torch.inference_mode():
+            with Timer(device_clock(qa.device)) as t_decode, torch.inference_mode():
                 tokens = sum(1 for _ in fresh.decode(reqs, state))
             rows[method] = dict(sample=t_sample.seconds, encode=t_encode.seconds, prompt=t_prompt.seconds,
                                 prefill=t_prefill.seconds, decode=t_decode.seconds, deltas=tokens)
