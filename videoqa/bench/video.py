@@ -82,17 +82,7 @@ def benchmark_backends(paths: list[str | Path], num_frames: int = 8, repeats: in
 
 def format_table(rows: list[dict]) -> str:
     """Plain-text table of ``benchmark_backends`` rows."""
-    header = [
-        "file",
-        "backend",
-        "frames",
-        "size",
-        "sample ms",
-        "decode-all ms",
-        "x faster",
-        "same idx",
-        "error",
-    ]
+    header = ["file", "backend", "frames", "size", "sample ms", "decode-all ms", "x faster", "same idx", "error"]
     lines = [header]
     for r in rows:
 
