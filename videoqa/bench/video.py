@@ -16,7 +16,8 @@ import numpy as np
 from ..errors import VideoQAError
 from ..measure import best_of
 from ..model import packaged_path
-from ..video import DECORD_TIMEOUT_S, _run_with_timeout, sample_frames
+from ..video import DECORD_TIMEOUT_S, sample_frames
+from ..video.decord_backend import _run_with_timeout
 
 
 def _decode_all_pyav(path: Path) -> int:
