@@ -33,7 +33,7 @@ def gated(produce: Produce, gate: Path) -> Produce:
 
 def main(argv: list[str]) -> int:
     gate, args = Path(argv[0]), build_parser().parse_args(["batch", *argv[1:]])
-    args.func = partial(batch.run, backend=lambda a: gated(backend_from_args(a), gate))
+    args.func = partial(batch.run, backend=lambda a, spec: gated(backend_from_args(a, spec), gate))
     return run_command(args)
 
 

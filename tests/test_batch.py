@@ -475,3 +475,14 @@ def test_engine_is_a_deprecated_spelling_of_backend(tiny_setup, tmp_path, capsys
         main(["batch", "--help"])
     help_text = capsys.readouterr().out
     assert "--backend {local,ray}" in help_text and "deprecated spelling of --backend" in help_text
+
+
+def test_batch_checks_the_pruning_options_once(tiny_setup, tmp_path, monkeypatch, capsys):
+    from videoqa.cli import main, options
+
+    model, clips = tiny_setup
+    calls = []
+    real = options.prune_from_args
+    monkeypatch.setattr(options, "prune_from_args", lambda args: calls.append(1) or real(args))
+    assert main(["batch", *_batch_args(model, clips / "c0.mp4", tmp_path / "once.jsonl")]) == 0
+    assert "1 run" in capsys.readouterr().out and len(calls) == 1

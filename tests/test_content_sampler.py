@@ -11,11 +11,10 @@ import clipgen
 import numpy as np
 import pytest
 
-from videoqa import video
-from videoqa.change_sampler import ChangeScan, content_indices
 from videoqa.errors import InputError
 from videoqa.synth import long, short
-from videoqa.video import frame_indices, sample_frames
+from videoqa.video import frame_indices, sample, sample_frames, scan_changes
+from videoqa.video.changes import ChangeScan, content_indices
 
 
 def _event_clips(n: int) -> list[long.LongScene]:
@@ -135,8 +134,8 @@ def test_unknown_sampler_is_one_clear_error(tmp_path):
 
 def test_a_frame_count_the_backend_disagrees_with_falls_back_to_uniform(tmp_path, monkeypatch):
     path = clipgen.write_clip(tmp_path / "c.mp4", n_frames=60)
-    real = video.scan_changes(path)
-    monkeypatch.setattr(video, "scan_changes", lambda p: replace(real, n_frames=real.n_frames + 1))
+    real = scan_changes(path)
+    monkeypatch.setattr(sample, "scan_changes", lambda p: replace(real, n_frames=real.n_frames + 1))
     clip = sample_frames(path, 8, sampler="content")
     assert clip.sampler == "uniform" and clip.indices == frame_indices(60, 8)
     assert clip.warnings == ["frames chosen uniformly: the change scan decoded 61 frames, pyav 60"]

@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 from conftest import SAMPLE_CLIPS
 
-from videoqa import video
 from videoqa.errors import InputError, VideoError
-from videoqa.video import frame_indices, probe_video, sample_frames
+from videoqa.video import decord_backend, frame_indices, probe, probe_video, pyav, sample, sample_frames
 
 FPS = 10
 
@@ -110,13 +109,13 @@ def test_auto_is_pyav_and_deterministic(clips):
 
 def test_seeking_path_matches_in_order_decoding(clips):
     path = clipgen.write_clip(clips / "gop.mp4", n_frames=240, gop=12)
-    with video._open(path) as container:
-        scan = video._scan(container, container.streams.video[0])
+    with probe._open(path) as container:
+        scan = probe._scan(container, container.streams.video[0])
     assert len(scan.key_pts) >= 10  # several keyframes: the seeking path is taken
     want = expected_indices(240, 8)
-    assert video._decode_seeking(path, scan, want) is not None
-    seek = video._sample_pyav(path, 8, allow_seek=True)
-    linear = video._sample_pyav(path, 8, allow_seek=False)
+    assert pyav._decode_seeking(path, scan, want) is not None
+    seek = pyav._sample_pyav(path, 8, allow_seek=True)
+    linear = pyav._sample_pyav(path, 8, allow_seek=False)
     assert seek.indices == linear.indices == want
     assert read_all(seek) == want
     assert np.array_equal(seek.frames, linear.frames)
@@ -243,9 +242,9 @@ def test_auto_falls_back_to_decord(clips, monkeypatch):
     path = clipgen.write_clip(clips / "fallback.mp4", n_frames=20)
 
     def broken(*args, **kwargs):
-        raise video._BackendFailed("pyav exploded")
+        raise probe._BackendFailed("pyav exploded")
 
-    monkeypatch.setattr(video, "_sample_pyav", broken)
+    monkeypatch.setattr(sample, "_sample_pyav", broken)  # what sample_frames calls
     clip = sample_frames(path, 8)
     assert clip.backend == "decord" and read_all(clip) == expected_indices(20, 8)
     with pytest.raises(VideoError, match="pyav exploded"):
@@ -254,8 +253,8 @@ def test_auto_falls_back_to_decord(clips, monkeypatch):
 
 def test_hung_call_becomes_error():
     start = time.perf_counter()
-    with pytest.raises(video._BackendFailed, match="did not finish"):
-        video._run_with_timeout(lambda: time.sleep(3), timeout_s=0.2)
+    with pytest.raises(probe._BackendFailed, match="did not finish"):
+        decord_backend._run_with_timeout(lambda: time.sleep(3), timeout_s=0.2)
     assert time.perf_counter() - start < 2
 
 
@@ -374,7 +373,7 @@ def test_rotation_on_the_seeking_path(clips):
     """Several keyframes: frames are fetched by seeking, and come out upright too."""
     path = clipgen.write_rotated(clips / "rot_gop.mp4", 90, n_frames=40, gop=5)
     clip = sample_frames(path, 8)
-    assert video._sample_pyav(path, 8).indices == clip.indices  # (the seeking path is the one taken)
+    assert pyav._sample_pyav(path, 8).indices == clip.indices  # (the seeking path is the one taken)
     assert all(upright(f, (64, 48)) for f in clip.frames) and read_all(clip) == expected_indices(40, 8)
 
 

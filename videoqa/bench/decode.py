@@ -11,8 +11,8 @@ import torch
 
 from .. import llm
 from ..measure import Clock, Timer, device_clock
-from ..pruning.fastv import FastVPlan
-from .llm import TOKENS_PER_FRAME, Setup, build_lm, make_prompt
+from ..pruning.method import Acts
+from .llm import TOKENS_PER_FRAME, Setup, bench_config, build_lm, make_prompt
 
 WARMUP = 3
 
@@ -51,7 +51,8 @@ def time_mode(model, state: llm.PrefillResult, mode: str, n_tokens: int,
 def decode_rows(setup: Setup, plans: list[tuple[str, float]], n_tokens: int, compile: bool, k: int = 2,
                 repeats: int = 2, model=None, inputs=None, decoders: dict | None = None) -> list[dict]:
     """ms/token of each decode mode (best of `repeats`, modes interleaved), for each (method, R) in `plans`
-    ("none" or "fastv"). The warm-up column is the first run's (the compilation, for the compiled step).
+    (a registered method acting inside the LLM, e.g. "fastv", at layer `k`, or "none"). The warm-up column is
+    the first run's (the compilation, for the compiled step).
 
     By default a random-weight decoder of `setup`'s preset and its synthetic prompt; `model` and `inputs`
     (embeds, attention mask, visual mask) replace them, `decoders` reuses Decoders (and their compiled
@@ -66,7 +67,10 @@ def decode_rows(setup: Setup, plans: list[tuple[str, float]], n_tokens: int, com
     inputs = inputs if inputs is not None else make_prompt(model, setup.frames)
     rows = []
     for method, r in plans:
-        plan = FastVPlan(k=k, r=r) if method == "fastv" else None
+        cfg = bench_config(method, r, k)
+        spec = cfg.method_spec
+        # the method's own ranking plan when it prunes inside the LLM; r for each prompt of the batch
+        plan = spec.plan(cfg.options, [r] * len(inputs[0]), TOKENS_PER_FRAME) if spec.acts is Acts.IN_LLM else None
         row = dict(frames=setup.frames, method=method, k=k if plan else None, r=r if plan else 0.0)
         for _ in range(repeats):
             for mode in modes:

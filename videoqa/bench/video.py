@@ -16,7 +16,8 @@ import numpy as np
 from ..errors import VideoQAError
 from ..measure import best_of
 from ..model import packaged_path
-from ..video import DECORD_TIMEOUT_S, _run_with_timeout, sample_frames
+from ..video import DECORD_TIMEOUT_S, sample_frames
+from ..video.decord_backend import _run_with_timeout
 
 
 def _decode_all_pyav(path: Path) -> int:
@@ -82,17 +83,7 @@ def benchmark_backends(paths: list[str | Path], num_frames: int = 8, repeats: in
 
 def format_table(rows: list[dict]) -> str:
     """Plain-text table of ``benchmark_backends`` rows."""
-    header = [
-        "file",
-        "backend",
-        "frames",
-        "size",
-        "sample ms",
-        "decode-all ms",
-        "x faster",
-        "same idx",
-        "error",
-    ]
+    header = ["file", "backend", "frames", "size", "sample ms", "decode-all ms", "x faster", "same idx", "error"]
     lines = [header]
     for r in rows:
 

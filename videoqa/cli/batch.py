@@ -31,16 +31,18 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace, backend: Callable[[argparse.Namespace], Produce] = backend_from_args) -> int:
-    """The command; `backend(args)` makes the batch back end (a test wraps it to slow it down)."""
+def run(args: argparse.Namespace,
+        backend: Callable[[argparse.Namespace, dict], Produce] = backend_from_args) -> int:
+    """The command; `backend(args, spec)` makes the batch back end (a test wraps it to slow it down)."""
     from ..batch.run import run_batch
     from ..batch.worklist import answer_options, collect_work, read_questions
 
+    spec = model_spec_from_args(args)  # the pruning options are checked here, once
     questions = [args.question] if args.question else read_questions(args.questions) if args.questions else None
-    items = collect_work(args.paths, questions, answer_options(model_spec_from_args(args)))
+    items = collect_work(args.paths, questions, answer_options(spec))
     if not items:
         raise InputError("no videos found in " + ", ".join(args.paths))
-    summary = run_batch(items, args.out, backend(args), retry_errors=args.retry_errors,
+    summary = run_batch(items, args.out, backend(args, spec), retry_errors=args.retry_errors,
                         progress=not args.no_progress, wait=args.wait)
     print(summary.line())
     return 0

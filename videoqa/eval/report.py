@@ -100,20 +100,8 @@ def _r_label(r: dict) -> str:
 
 
 def markdown_table(results: list[dict]) -> str:
-    head = [
-        "dataset",
-        "method",
-        "K",
-        "R",
-        "kept tokens",
-        "FLOPs %",
-        "accuracy %",
-        "score",
-        "latency s",
-        "judged",
-        "judge",
-        "run",
-    ]
+    head = ["dataset", "method", "K", "R", "kept tokens", "FLOPs %", "accuracy %", "score", "latency s", "judged",
+            "judge", "run"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     def key(r: dict) -> tuple:
         return r.get("dataset") or "", r.get("method") or "", -(r.get("flops_ratio") or 0)

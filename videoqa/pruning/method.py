@@ -179,6 +179,17 @@ class Method:
         return bool(params.get("keep_positions", rule)) if self.positions_choosable else rule
 
 
+def share_option(name: str, default: float, help: str) -> Option:
+    """An option that is a share in [0, 1] (of a budget, of the kept tokens); `help` without its default."""
+    return Option(name, float, default, f"{help} (default: {default:g})", low=0.0, high=1.0, metavar="SHARE")
+
+
+def before_llm(name: str, help: str, positions: Positions, select: SelectFn, *options: Option) -> Method:
+    """A method that chooses its tokens before the LLM, under a positions rule the user may switch."""
+    return Method(name=name, help=help, acts=Acts.BEFORE_LLM, options=options, positions=positions,
+                  positions_choosable=True, select=select)
+
+
 def kept_features(enc: EncodedVideo, kept: list[int]) -> Tensor:
     """The LLM-space features of the kept visual-span indices, in their order."""
     import torch

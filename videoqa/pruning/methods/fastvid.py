@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..method import Acts, EncodedVideo, Method, Option, Positions, Selection
+from ..method import EncodedVideo, Positions, Selection, before_llm, share_option
 
 
 def _select(enc: EncodedVideo, keep: int, params: Mapping[str, Any]) -> Selection:
@@ -19,13 +19,7 @@ def _select(enc: EncodedVideo, keep: int, params: Mapping[str, Any]) -> Selectio
     return Selection(sel.kept, sel.merged, enc.cls_attention.flatten().float().tolist(), sel.details, sel.absorbed)
 
 
-METHOD = Method(
-    name="fastvid",
-    help="segment, keep salient tokens, merge the rest, before the LLM",
-    acts=Acts.BEFORE_LLM,
-    options=(Option("context_share", float, 0.4, "FastVID: share of each segment's budget chosen by density, "
-                    "the rest by attention (default: 0.4)", low=0.0, high=1.0, metavar="SHARE"),),
-    positions=Positions.ORIGINAL,  # the official code's
-    positions_choosable=True,
-    select=_select,
-)
+# positions: the official code's rule
+METHOD = before_llm("fastvid", "segment, keep salient tokens, merge the rest, before the LLM", Positions.ORIGINAL,
+                    _select, share_option("context_share", 0.4, "FastVID: share of each segment's budget chosen "
+                                          "by density, the rest by attention"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..method import Acts, EncodedVideo, Method, Option, Positions, Selection, kept_features
+from ..method import EncodedVideo, Option, Positions, Selection, before_llm, kept_features
 
 
 def _select(enc: EncodedVideo, keep: int, params: Mapping[str, Any]) -> Selection:
@@ -15,12 +15,5 @@ def _select(enc: EncodedVideo, keep: int, params: Mapping[str, Any]) -> Selectio
     return Selection(kept, kept_features(enc, kept), None, {"seed": params["seed"]})
 
 
-METHOD = Method(
-    name="random",
-    help="random tokens, before the LLM",
-    acts=Acts.BEFORE_LLM,
-    options=(Option("seed", int, 0, "seed of random pruning (default: 0)"),),
-    positions=Positions.RENUMBERED,
-    positions_choosable=True,
-    select=_select,
-)
+METHOD = before_llm("random", "random tokens, before the LLM", Positions.RENUMBERED, _select,
+                    Option("seed", int, 0, "seed of random pruning (default: 0)"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..method import Acts, EncodedVideo, Method, Option, Positions, Selection, kept_features
+from ..method import EncodedVideo, Positions, Selection, before_llm, kept_features, share_option
 
 
 def _select(enc: EncodedVideo, keep: int, params: Mapping[str, Any]) -> Selection:
@@ -17,13 +17,7 @@ def _select(enc: EncodedVideo, keep: int, params: Mapping[str, Any]) -> Selectio
     return Selection(kept, kept_features(enc, kept), enc.cls_attention.flatten().float().tolist(), details)
 
 
-METHOD = Method(
-    name="vispruner",
-    help="[CLS]-important then diverse tokens, before the LLM",
-    acts=Acts.BEFORE_LLM,
-    options=(Option("important_ratio", float, 0.5, "VisPruner: share of the budget given to [CLS]-important "
-                    "tokens (default: 0.5)", low=0.0, high=1.0, metavar="SHARE"),),
-    positions=Positions.RENUMBERED,  # the official code's
-    positions_choosable=True,
-    select=_select,
-)
+# positions: the official code's rule
+METHOD = before_llm("vispruner", "[CLS]-important then diverse tokens, before the LLM", Positions.RENUMBERED,
+                    _select, share_option("important_ratio", 0.5, "VisPruner: share of the budget given to "
+                                          "[CLS]-important tokens"))

@@ -3,7 +3,7 @@
 Uniform sampling at 8 frames is blind between its frames: on a 60 s clip they are 8.5 s apart, so a 1-3 s
 event is missed most of the time. This sampler starts from the uniform frames and moves some of them onto
 moments that look unlike their surroundings, from a cheap pass over low-resolution grey thumbnails
-(``ChangeScan``, made by ``videoqa.video.scan_changes``):
+(``ChangeScan``, made by ``scan_changes``):
 
 1. Novelty of each thumbnail: its mean absolute difference, in grey levels, from the pixel-wise median of
    the thumbnails within ``WINDOW_S / 2`` seconds either side. The median is what the video shows around
@@ -26,8 +26,13 @@ Everything is deterministic: ties go to the earlier frame.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
+import av
 import numpy as np
+
+from videoqa.errors import VideoError
+from videoqa.video.pyav import _frames, _open_stream
 
 FLOOR_EVERY = 2  # every FLOOR_EVERY-th uniform frame (and the last) stays: the floor
 WINDOW_S = 8.0  # seconds of context a thumbnail is compared with (half before, half after)
@@ -100,3 +105,30 @@ def content_indices(scan: ChangeScan, uniform: list[int], floor_every: int = FLO
     for p in peaks:
         free.pop(min(range(len(free)), key=lambda j: (abs(free[j] - p), j)))
     return sorted(floor + peaks + free)
+
+
+def scan_changes(path: str | Path, thumbs_per_s: float = SCAN_FPS, size: int = THUMB_SIZE,
+                 max_thumbs: int = MAX_THUMBS) -> ChangeScan:
+    """Decode every frame with PyAV and keep a ``size`` x ``size`` grey thumbnail of every step-th one, the
+    step chosen for about ``thumbs_per_s`` thumbnails a second of video and doubled whenever more than
+    ``max_thumbs`` would be held. Raises VideoError for an unusable file."""
+    path = Path(path)
+    container, stream = _open_stream(path)
+    with container:
+        rate = float(stream.average_rate or stream.guessed_rate or 0) or thumbs_per_s
+        step = max(1, round(rate / thumbs_per_s))
+        thumbs, indices, count = [], [], 0
+        try:
+            for frame in _frames(container, stream):
+                if count % step == 0:
+                    thumbs.append(frame.to_ndarray(width=size, height=size, format="gray"))
+                    indices.append(count)
+                    if len(thumbs) > max_thumbs:
+                        thumbs, indices, step = thumbs[::2], indices[::2], 2 * step
+                count += 1
+        except (av.FFmpegError, ValueError) as e:  # e.g. a frame format swscale cannot convert
+            raise VideoError(path, f"could not scan the frames for changes ({e})") from e
+    if count == 0:
+        raise VideoError(path, "no decodable video frame (truncated or corrupt file)")
+    return ChangeScan(np.asarray(indices), np.stack(thumbs).astype(np.float32), count, rate / step)
+

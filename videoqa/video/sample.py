@@ -1,0 +1,79 @@
+"""``sample_frames``: the backend order ("auto" is PyAV, then decord) and the frame sampler (uniform or
+content); see the package docstring."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import av
+
+from videoqa.errors import InputError, VideoError
+from videoqa.video.changes import ChangeScan, content_indices, scan_changes
+from videoqa.video.clip import Clip, Pick, frame_indices
+from videoqa.video.decord_backend import _sample_decord
+from videoqa.video.probe import _BackendFailed
+from videoqa.video.pyav import _sample_pyav
+
+BACKENDS = ("auto", "pyav", "decord")
+SAMPLERS = ("uniform", "content")  # content: videoqa/video/changes.py
+
+
+def _run_backend(name: str, path: Path, num_frames: int, pick: Pick = frame_indices) -> Clip:
+    """One backend, no fallback. Raises VideoError (bad input) or _BackendFailed (could not decode)."""
+    try:
+        if name == "pyav":
+            return _sample_pyav(path, num_frames, pick=pick)
+        return _sample_decord(path, num_frames, pick=pick)
+    except (VideoError, _BackendFailed):
+        raise
+    except av.FFmpegError as e:  # anything FFmpeg raised that the paths above did not expect
+        raise _BackendFailed(f"{name} decoding failed ({e.strerror or type(e).__name__})") from e
+    except (ValueError, RuntimeError, OSError) as e:  # e.g. a frame format PyAV cannot convert
+        raise _BackendFailed(f"{name} decoding failed ({type(e).__name__}: {e})") from e
+
+
+
+def _content_pick(changes: ChangeScan, total: int, num_frames: int) -> list[int]:
+    """The content sampler's frames; uniform ones when the backend counts other frames than the scan did."""
+    uniform = frame_indices(total, num_frames)
+    return content_indices(changes, uniform) if total == changes.n_frames else uniform
+
+
+def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto", sampler: str = "uniform") -> Clip:
+    """Sample ``num_frames`` frames over the whole clip (see module docstring).
+
+    ``backend``: "auto" (PyAV, then decord if PyAV cannot decode the file), "pyav" or "decord" (that one
+    only). ``sampler``: "uniform" (Video-LLaVA's evenly spaced frames) or "content" (half of them uniform,
+    the rest moved to where the video changes, from a low-resolution pass over every frame; see
+    videoqa/video/changes.py). ``Clip.sampler`` says which chose the frames: a content request on a file
+    whose decoders disagree on the frame count falls back to uniform, with a warning. Raises VideoError for
+    any unusable file, InputError for bad arguments.
+    """
+    if backend not in BACKENDS:
+        raise InputError(f"unknown video backend {backend!r} (choose from {', '.join(BACKENDS)})")
+    if sampler not in SAMPLERS:
+        raise InputError(f"unknown frame sampler {sampler!r} (choose from {', '.join(SAMPLERS)})")
+    if not isinstance(num_frames, int) or num_frames < 1:
+        raise InputError(f"num_frames must be a positive integer, got {num_frames!r}")
+    path = Path(path)
+    pick: Pick = frame_indices
+    if sampler == "content":
+        changes = scan_changes(path)
+        pick = partial(_content_pick, changes)
+    order = ["pyav", "decord"] if backend == "auto" else [backend]
+    failures = []
+    for name in order:
+        try:
+            clip = _run_backend(name, path, num_frames, pick)
+        except _BackendFailed as e:
+            failures.append(str(e)[:160])
+            continue
+        if sampler == "content":
+            if clip.info.total_frames == changes.n_frames:
+                clip.sampler = "content"
+            else:
+                clip.warnings.append(f"frames chosen uniformly: the change scan decoded {changes.n_frames} frames, "
+                                     f"{clip.backend} {clip.info.total_frames}")
+        return clip
+    raise VideoError(path, "; ".join(failures))
