@@ -197,8 +197,10 @@ class GPTJudge:
         try:
             content = data["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
-            raise HTTPFailure("no choices[0].message.content in the reply") from None
-        return str(content or ""), str(data.get("model") or self.model)
+            content = None
+        if not isinstance(content, str):  # not a chat completion: a judge failure, never a verdict
+            raise HTTPFailure("no choices[0].message.content in the reply")
+        return content, str(data.get("model") or self.model)
 
     _sleep = staticmethod(time.sleep)
 
