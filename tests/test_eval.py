@@ -206,3 +206,28 @@ def test_eval_and_report_commands_with_a_tiny_model(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert md.read_text().strip() in printed and "| msvd | fastv | 2 | 0.50 | 260 / 520 |" in printed
     assert _png_size(png) == (550, 450)
+
+
+@pytest.mark.parametrize("file,index,edit,msg", [
+    ("test_q.json", 2, lambda d: d.pop("video_name"), "entry 2 (question_id 103) has no 'video_name'"),
+    ("test_q.json", 0, lambda d: d.pop("question"), "entry 0 (question_id 101) has no 'question'"),
+    ("test_q.json", 4, lambda d: d.update(question=None), "entry 4 (question_id 105): 'question' is null"),
+    ("test_q.json", 1, lambda d: d.update(video_name=["a"]), "entry 1 (question_id 102): 'video_name' is a list"),
+    ("test_a.json", 3, lambda d: d.pop("answer"), "has no 'answer'"),
+    ("test_a.json", 0, lambda d: d.update(answer=None), "'answer' is null"),
+    ("test_a.json", 5, lambda d: d.pop("question_id"), "entry 5 has no 'question_id'"),
+    ("test_q.json", 6, lambda d: d.update(question_id=None), "entry 6: 'question_id' is null"),
+])
+def test_malformed_entries_name_the_file_the_entry_and_the_field(tmp_path, capsys, file, index, edit, msg):
+    ds = make_dataset(tmp_path)
+    entries = json.loads((ds / file).read_text())
+    edit(entries[index])
+    (ds / file).write_text(json.dumps(entries))
+    with pytest.raises(InputError) as e:
+        load_dataset("msvd", ds)
+    assert str(e.value).startswith(f"{ds / file}: ") and msg in str(e.value), str(e.value)
+    # The command: one line, exit 2, before any model is looked at.
+    code = cli_main(["eval", "--dataset", "msvd", "--root", str(ds), "--model", "/nonexistent", "--no-progress",
+                     "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and msg in err, err
