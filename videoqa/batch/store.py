@@ -5,12 +5,17 @@ exists, so killing the run loses at most the record in flight; a torn last line 
 cut before the next append. Only the run holding the file's lock (`lock.exclusive`) appends to it or
 compacts it; compaction (dropping errors about to be retried, and duplicates an older videoqa wrote)
 writes a new file and renames it over the old one, so a kill leaves either the old or the new file whole.
+
+File modes, one rule for every file batch and eval write: a new file gets 0666 less the umask (as `touch`
+would make it), a rewritten one keeps the mode it had.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
+import stat
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -65,13 +70,41 @@ def compact(path: Path, records: list[dict], drop_keys: set[str]) -> None:
     other run is appending to the file being replaced."""
     last = {r["key"]: i for i, r in enumerate(records) if "key" in r}
     keep = [r for i, r in enumerate(records) if "key" not in r or (last[r["key"]] == i and r["key"] not in drop_keys)]
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in keep:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    replace_file(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep).encode())
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Write `data` to a new temporary file beside `path`, sync it and rename it over `path`, so a kill leaves
+    either the old or the new file whole. The temporary has an unpredictable name and is created with
+    O_EXCL, so a link planted at a name we would use is never followed."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        mode = None
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(f"no free temporary name beside {path}")
+    try:
+        if mode is not None:
+            os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def prepare_out(path: Path) -> None:
