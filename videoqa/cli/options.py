@@ -7,6 +7,7 @@ loads the model here, is shipped to Ray actors, and is recorded with eval runs.
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
@@ -28,9 +29,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="default: bfloat16 (or float16) on CUDA, float32 on CPU")
     g.add_argument("--attn", default="sdpa", choices=["sdpa", "flash_attention_2", "eager"],
                    help="attention kernel for every layer (default: sdpa)")
-    g.add_argument("--frames", type=int, default=None,
+    g.add_argument("--frames", type=positive_int, default=None,
                    help="frames to sample (default: 8, or chosen from the video's length with --r auto)")
-    g.add_argument("--max-new-tokens", type=int, default=64,
+    g.add_argument("--max-new-tokens", type=positive_int, default=64,
                    help="answer length limit (default: 64; eval: 1024, as Video-LLaVA's evaluation)")
     g.add_argument("--prompt", default="plain", choices=["plain", "official"],
                    help="prompt template: plain = 'USER: <video>\\n{question} ASSISTANT:'; official = the same after "
@@ -98,6 +99,46 @@ def positive_int(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
     return n
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return n
+
+
+def _finite(text: str) -> float | None:
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None  # nan and inf (1e999 too) are never a meaningful setting
+
+
+def positive_seconds(text: str) -> float:
+    """A time limit: a finite number > 0 (0 would send nothing; nan and inf break the timers)."""
+    x = _finite(text)
+    if x is None or x <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return x
+
+
+def positive_number(text: str) -> float:
+    x = _finite(text)
+    if x is None or x <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return x
+
+
+def non_negative_number(text: str) -> float:
+    x = _finite(text)
+    if x is None or x < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return x
 
 
 PRUNE_FLAGS = {"k": "--k", "r": "--r", "rank_by": "--rank-by", "seed": "--seed", "keep_positions": "--keep-positions",

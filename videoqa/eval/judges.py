@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import ssl
@@ -175,6 +176,10 @@ class GPTJudge:
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.scoring = _check_scoring(scoring)
+        if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
+            raise InputError(f"the judge timeout must be a number of seconds > 0, got {timeout_s!r}")
+        if not isinstance(retries, int) or retries < 0:  # -1 would send no request and count a silent failure
+            raise InputError(f"judge retries must be a whole number >= 0, got {retries!r}")
         self._tls = ssl.create_default_context() if self.base_url.startswith("https:") else None
 
     def __repr__(self) -> str:  # no key here, ever
