@@ -231,3 +231,70 @@ def test_malformed_entries_name_the_file_the_entry_and_the_field(tmp_path, capsy
                      "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and msg in err, err
+
+
+def _dead_port() -> int:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on (bound, never listening, then freed)
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_eval_with_nothing_judged_fails_in_one_line(tmp_path, capsys):
+    from videoqa.tiny import make_tiny_model
+
+    model = make_tiny_model(tmp_path / "model")
+    root = make_dataset(tmp_path / "data").parent
+    out = tmp_path / "run"
+    code = cli_main(["eval", "--dataset", "msvd", "--root", str(root), "--model", str(model), "--max-new-tokens",
+                     "2", "--no-progress", "--out", str(out), "--judge", "gpt", "--judge-retries", "0",
+                     "--judge-base-url", f"http://127.0.0.1:{_dead_port()}/v1"])
+    got = capsys.readouterr()
+    assert code == 2 and "judged 0, judge failures 6" in got.out, got
+    err = got.err.strip().splitlines()
+    assert len(err) == 1 and "none of the 6 predicted answers was judged" in err[0] and "cannot reach" in err[0], err
+    assert json.loads((out / "results.json").read_text())["judged"] == 0  # what ran is kept for a re-run
+
+
+class FlakyJudge(ExactJudge):
+    """The exact judge, failing on the answers listed in `fail`."""
+
+    def __init__(self, fail: set[str]):
+        super().__init__()
+        self.fail = fail
+
+    def judge(self, question, answer, pred):
+        if answer in self.fail:
+            from videoqa.eval.judges import Judgment
+
+            return Judgment(pred=None, score=None, judge_model="flaky", failed=True, error="HTTP 500 boom")
+        return super().judge(question, answer, pred)
+
+
+def test_unjudged_questions_are_counted_and_past_the_limit_fail(tmp_path):
+    from videoqa.errors import VideoQAError
+    from videoqa.eval.run import JUDGE_FAILURE_LIMIT, check_judged, format_result
+
+    ds = load_dataset("msvd", make_dataset(tmp_path))
+    config = {"model": "stand-in"}
+    oracle = Oracle(right={101})
+    # One judge failure of 6 requests (17 % > the 5 % limit): counted, and a failure.
+    res = run_eval(ds, tmp_path / "a", lambda todo: local_records(todo, oracle), FlakyJudge({"two"}), config,
+                   progress=False)
+    assert (res["judged"], res["judge_failed"], res["prediction_errors"], res["missing_videos"]) == (5, 1, 1, 1)
+    assert "not judged: 3 of 8 questions (1 missing video, 1 prediction error, 1 judge failure)" in format_result(res)
+    assert 1 / 6 > JUDGE_FAILURE_LIMIT
+    with pytest.raises(VideoQAError, match=r"1 of the 6 predicted answers \(16.7%\) could not be judged.*HTTP 500"):
+        check_judged(res)
+    # No judge failure: a missing video and a broken clip are reported, not a failure.
+    res = run_eval(ds, tmp_path / "b", lambda todo: local_records(todo, oracle), ExactJudge(), config, progress=False)
+    check_judged(res)
+    # Every prediction failed: nothing could be judged, which is a failure too.
+    def broken(video, question):
+        raise VideoError(video, "cannot decode")
+
+    res = run_eval(ds, tmp_path / "c", lambda todo: local_records(todo, broken), ExactJudge(), config, progress=False)
+    with pytest.raises(VideoQAError, match=r"none of the 7 questions with a video was judged: 7 prediction errors "
+                                           r"\(first: VideoError: .*cannot decode\)"):
+        check_judged(res)

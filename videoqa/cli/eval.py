@@ -8,7 +8,7 @@ from pathlib import Path
 from ..eval.datasets import DATASETS, load_dataset
 from ..eval.judges import make_judge
 from ..eval.protocol import OFFICIAL_DIR
-from ..eval.run import format_result, run_eval
+from ..eval.run import check_judged, format_result, run_eval
 from .options import (
     add_engine_options,
     add_model_options,
@@ -57,6 +57,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
     print(format_result(result, [f"{it.question_id}:{it.video_name}" for it in ds.missing]))
     print(f"-> {out / 'results.json'}; per question: {out / 'audit.jsonl'}; official files: "
           f"{out / OFFICIAL_DIR / 'merge.jsonl'}, {out / OFFICIAL_DIR / 'results.json'}")
+    check_judged(result)  # after the summary: a run that judged (almost) nothing exits 2, saying why
     return 0
 
 

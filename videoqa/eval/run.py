@@ -22,11 +22,15 @@ from pathlib import Path
 from ..batch.run import Produce, run_batch
 from ..batch.store import latest_by_key, read_records
 from ..batch.worklist import WorkItem
-from ..errors import InputError
+from ..errors import IncompleteError, InputError
 from .datasets import QADataset, check_usable, missing_warning
 from .judges import JudgeRequest, JudgmentCache, judge_all
 from .protocol import OFFICIAL_DIR, audit_rows, write_audit, write_official
 from .scoring import aggregate
+
+# More judge failures than this share of the predicted answers and `videoqa eval` exits non-zero: the accuracy
+# is then over a subset the judge chose, not comparable with published numbers (as with missing videos).
+JUDGE_FAILURE_LIMIT = 0.05
 
 
 def _mean(values: Iterable) -> float | None:
@@ -87,8 +91,10 @@ def summarize(ds: QADataset, predictions: dict[str, dict], judgments: dict, judg
         "warning": missing_warning(ds),
         "predicted": len(ok),
         "prediction_errors": sum(1 for p in preds if p is not None and p.get("error")),
+        "first_prediction_error": next((p["error"] for p in preds if p is not None and p.get("error")), None),
         "not_predicted": sum(1 for p in preds if p is None),
         **aggregate(judgments.values()),
+        "first_judge_error": next((j.error for j in judgments.values() if j.failed), None),
         "judge": judge.name,
         "judge_model": sorted({j.judge_model for j in judged}) or [judge.model],
         "scoring": judge.scoring,
@@ -150,6 +156,28 @@ def run_eval(
     return result
 
 
+def check_judged(r: dict) -> None:
+    """Raise IncompleteError (one line) when a run's result is not a result: nothing judged although there were
+    questions with a video, or judge failures above JUDGE_FAILURE_LIMIT of the predicted answers. Missing videos
+    and prediction errors alone are counted in the summary, not failed on (unless nothing is left)."""
+    n_present = r["questions"] - r["missing_videos"]
+    asked = r["judged"] + r["judge_failed"]
+    why = f"first: {r.get('first_judge_error') or 'no error recorded'}"
+    if n_present and r["judged"] == 0:
+        if asked:
+            raise IncompleteError(f"none of the {asked} predicted answers was judged ({why}); the predictions are "
+                                  "kept: fix the judge and re-run to judge them")
+        n_err = r["prediction_errors"]
+        raise IncompleteError(
+            f"none of the {n_present} questions with a video was judged: {n_err} prediction errors "
+            f"(first: {r.get('first_prediction_error')}), {r['not_predicted']} not predicted; "
+            "re-run with --retry-errors once the cause is fixed")
+    if asked and r["judge_failed"] / asked > JUDGE_FAILURE_LIMIT:
+        raise IncompleteError(
+            f"{r['judge_failed']} of the {asked} predicted answers ({100 * r['judge_failed'] / asked:.1f}%) could "
+            f"not be judged, more than the {100 * JUDGE_FAILURE_LIMIT:g}% allowed ({why}); re-run to retry them")
+
+
 def format_result(r: dict, missing: list[str] | None = None) -> str:
     def pct(x):
         return "n/a" if x is None else f"{100 * x:.1f}%"
@@ -171,6 +199,12 @@ def format_result(r: dict, missing: list[str] | None = None) -> str:
         f"{num(r['visual_tokens'], '{:.0f}')} "
         f"visual tokens, FLOPs {pct(r['flops_ratio'])}, latency {num(r['latency_s'], '{:.3f}')}s",
     ]
+    not_judged = r["questions"] - r["judged"]
+    if not_judged:
+        parts = [(r["missing_videos"], "missing video", "s"), (r["prediction_errors"], "prediction error", "s"),
+                 (r.get("not_predicted", 0), "not predicted", ""), (r["judge_failed"], "judge failure", "s")]
+        shown = ", ".join(f"{n} {what}{plural if n != 1 else ''}" for n, what, plural in parts if n)
+        lines.append(f"  not judged: {not_judged} of {r['questions']} questions ({shown})")
     if r.get("warning"):
         lines.append(f"  {r['warning']}")
     if missing:
