@@ -247,6 +247,7 @@ def test_eval_with_nothing_judged_fails_in_one_line(tmp_path, capsys):
     model = make_tiny_model(tmp_path / "model")
     root = make_dataset(tmp_path / "data").parent
     out = tmp_path / "run"
+    capsys.readouterr()  # making the model may show a progress bar
     code = cli_main(["eval", "--dataset", "msvd", "--root", str(root), "--model", str(model), "--max-new-tokens",
                      "2", "--no-progress", "--out", str(out), "--judge", "gpt", "--judge-retries", "0",
                      "--judge-base-url", f"http://127.0.0.1:{_dead_port()}/v1"])
