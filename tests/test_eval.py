@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -299,3 +301,57 @@ def test_unjudged_questions_are_counted_and_past_the_limit_fail(tmp_path):
     with pytest.raises(VideoQAError, match=r"none of the 7 questions with a video was judged: 7 prediction errors "
                                            r"\(first: VideoError: .*cannot decode\)"):
         check_judged(res)
+
+
+class GatedJudge(ExactJudge):
+    """The exact judge, holding each judgment until `go` is set; counts the requests it gets."""
+
+    def __init__(self):
+        super().__init__()
+        import threading
+
+        self.go, self.started, self.calls, self._lock = threading.Event(), threading.Event(), 0, threading.Lock()
+
+    def judge(self, question, answer, pred):
+        with self._lock:
+            self.calls += 1
+        self.started.set()
+        assert self.go.wait(60), "never released"
+        return super().judge(question, answer, pred)
+
+
+def test_one_writer_per_run_folder_judging_included(tmp_path):
+    import threading
+
+    from videoqa.errors import BusyError
+
+    ds = load_dataset("msvd", make_dataset(tmp_path))
+    config, out = {"model": "stand-in"}, tmp_path / "run"
+    oracle, judge = Oracle(right={101, 102}), GatedJudge()
+
+    def evaluate(results: dict, name: str, **kw) -> None:
+        try:
+            results[name] = run_eval(ds, out, lambda todo: local_records(todo, oracle), judge, config,
+                                     progress=False, judge_workers=2, **kw)
+        except Exception as e:  # noqa: BLE001 - the test looks at it
+            results[name] = e
+
+    results: dict = {}
+    first = threading.Thread(target=evaluate, args=(results, "first"))
+    first.start()
+    try:
+        assert judge.started.wait(60)  # the first run has predicted and is judging now
+        evaluate(results, "second")  # a second eval on the same folder stops at once, naming the first
+        assert isinstance(results["second"], BusyError), results["second"]
+        assert f"{out} is being written by another run (pid {os.getpid()}" in str(results["second"])
+        waiting = threading.Thread(target=evaluate, args=(results, "waiting"), kwargs={"wait": True})
+        waiting.start()
+        time.sleep(0.5)
+        assert "waiting" not in results  # it waits for the whole run, judging included
+    finally:
+        judge.go.set()
+        first.join(60)
+    waiting.join(60)
+    assert results["first"]["judged"] == 6 and results["waiting"]["judged"] == 6, results
+    assert judge.calls == 6 and oracle.calls == 7  # each question predicted once and judged (paid) once
+    assert len((out / "judgments.jsonl").read_text().splitlines()) == 6

@@ -30,9 +30,10 @@ def lock_path(out: Path) -> Path:
 
 
 @contextmanager
-def exclusive(out: Path, wait: bool = False) -> Iterator[None]:
-    """Hold the lock of results file `out`; raises BusyError when another run holds it (unless `wait`)."""
-    path = lock_path(out)
+def exclusive(out: Path, wait: bool = False, lock: Path | None = None) -> Iterator[None]:
+    """Hold the lock of results file `out` (in `lock`, default `OUT.lock`); raises BusyError when another run
+    holds it (unless `wait`)."""
+    path = lock or lock_path(out)
     fd = _acquire(path, out, wait)
     try:
         me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}

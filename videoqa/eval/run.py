@@ -9,6 +9,7 @@ A run folder holds everything a run produced, so a re-run with the same `--out` 
     audit.jsonl         per question: question, reference answer, prediction, verdict, score, judge reply
     official/           merge.jsonl and results.json in the shapes of Video-LLaVA's scripts (protocol.py)
     results.json        the summary `videoqa report` reads
+    run.lock            while a run works on the folder: one eval at a time, predicting and judging
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..batch.lock import exclusive
 from ..batch.run import Produce, run_batch
-from ..batch.store import latest_by_key, read_records
+from ..batch.store import latest_by_key, read_records, replace_file
 from ..batch.worklist import WorkItem
 from ..errors import IncompleteError, InputError
 from .datasets import QADataset, check_usable, missing_warning
@@ -45,10 +47,19 @@ def work_items(ds: QADataset) -> list[WorkItem]:
     ]
 
 
-def check_config(out: Path, config: dict) -> None:
-    """Refuse to resume a run folder whose predictions were made with other model or pruning options."""
+def prepare_run_folder(out: Path) -> None:
+    """Check that `out` can be a run folder and create it."""
     if out.exists() and not out.is_dir():
         raise InputError(f"{out} is a file; --out of eval is a run folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"{out}: cannot create the run folder ({e.strerror})") from None
+
+
+def check_config(out: Path, config: dict) -> None:
+    """Refuse to resume a run folder whose predictions were made with other model or pruning options."""
+    prepare_run_folder(out)
     path = out / "config.json"
     if path.exists():
         old = json.loads(path.read_text())
@@ -59,11 +70,7 @@ def check_config(out: Path, config: dict) -> None:
                 "use another --out, or the same options to resume it"
             )
     else:
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise InputError(f"{out}: cannot create the run folder ({e.strerror})") from None
-        path.write_text(json.dumps(config, indent=1))
+        replace_file(path, json.dumps(config, indent=1).encode())
 
 
 def summarize(ds: QADataset, predictions: dict[str, dict], judgments: dict, judge, config: dict) -> dict:
@@ -124,13 +131,21 @@ def run_eval(
     files into the run folder `out`. A dataset with nothing to evaluate is refused before anything runs."""
     check_usable(ds)
     out = Path(out)
+    prepare_run_folder(out)
+    # One run at a time per folder, from reading the config to the last file written: a second eval would
+    # otherwise judge (and pay for) the same questions while the first is judging them.
+    with exclusive(out, wait=wait, lock=out / "run.lock"):
+        return _run_locked(ds, out, produce, judge, config, retry_errors, judge_cache, judge_workers, progress,
+                           wait)
+
+
+def _run_locked(ds: QADataset, out: Path, produce: Produce, judge, config: dict, retry_errors: bool,
+                judge_cache: str | Path | None, judge_workers: int, progress: bool, wait: bool) -> dict:
     check_config(out, config)
-    (out / "missing_videos.txt").write_text(
-        "".join(f"{it.question_id}\t{it.video_name}\n" for it in ds.missing), encoding="utf-8"
-    )
+    replace_file(out / "missing_videos.txt",
+                 "".join(f"{it.question_id}\t{it.video_name}\n" for it in ds.missing).encode())
     pred_path = out / "predictions.jsonl"
-    batch = run_batch(work_items(ds), pred_path, produce, retry_errors=retry_errors, progress=progress,
-                      wait=wait)
+    batch = run_batch(work_items(ds), pred_path, produce, retry_errors=retry_errors, progress=progress, wait=wait)
     predictions = latest_by_key(read_records(pred_path))
     answers = {it.question_id: it for it in ds.present}
     requests = [
@@ -152,7 +167,7 @@ def run_eval(
         "seconds": round(batch.seconds, 3),
         "clips_per_s": round(batch.clips_per_s, 3),
     }
-    (out / "results.json").write_text(json.dumps(result, indent=1))
+    replace_file(out / "results.json", json.dumps(result, indent=1).encode())
     return result
 
 
