@@ -37,8 +37,11 @@ def exclusive(out: Path, wait: bool = False, lock: Path | None = None) -> Iterat
     fd = _acquire(path, out, wait)
     try:
         me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(me).encode(), 0)  # for the message of a run that finds it taken
+        try:  # for the message of a run that finds it taken; the flock is the lock, so a full disk is no matter
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(me).encode(), 0)
+        except OSError:
+            pass
         yield
     finally:
         try:

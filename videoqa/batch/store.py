@@ -47,16 +47,29 @@ def latest_by_key(records: Iterable[dict]) -> dict[str, dict]:
     return {r["key"]: r for r in records if "key" in r}
 
 
-def drop_torn_tail(path: Path) -> None:
+def _drop_torn_tail(fd: int, path: Path) -> None:
     """Cut a partial last line so the next append starts on a line of its own."""
-    if not path.exists() or path.stat().st_size == 0:
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
         return
-    with open(path, "rb+") as f:
-        f.seek(-1, os.SEEK_END)
-        if f.read(1) == b"\n":
-            return
-        data = path.read_bytes()
-        f.truncate(data.rfind(b"\n") + 1)
+    data = path.read_bytes()
+    try:
+        os.ftruncate(fd, data.rfind(b"\n") + 1)
+    except OSError as e:
+        raise write_error(path, e) from None
+
+
+def write_error(path: Path, e: OSError) -> InputError:
+    """One line for a results or run file that cannot be written (full disk, read-only, immutable)."""
+    return InputError(f"{path}: cannot write ({e.strerror or e}); what was written before is kept whole: "
+                      "free space or fix the permissions, then re-run to resume")
+
+
+def _open_for_append(path: Path) -> int:
+    try:  # 0666 less the umask: the one rule for new files (see the module's docstring)
+        return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+    except OSError as e:
+        raise write_error(path, e) from None
 
 
 def needs_compaction(records: list[dict], drop_keys: set[str]) -> bool:
@@ -88,8 +101,10 @@ def replace_file(path: Path, data: bytes) -> None:
             break
         except FileExistsError:
             continue
+        except OSError as e:
+            raise write_error(path, e) from None
     else:
-        raise FileExistsError(f"no free temporary name beside {path}")
+        raise InputError(f"{path}: no free temporary name beside it")
     try:
         if mode is not None:
             os.fchmod(fd, mode)
@@ -100,10 +115,12 @@ def replace_file(path: Path, data: bytes) -> None:
         os.close(fd)
         fd = -1
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if fd >= 0:
             os.close(fd)
         tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise write_error(path, e) from None
         raise
 
 
@@ -123,21 +140,33 @@ def prepare_out(path: Path) -> None:
 
 
 class ResultsWriter:
-    """Appends one JSON line per record and makes it durable before returning."""
+    """Appends one JSON line per record and makes it durable before returning. Opening it checks that the
+    file can be written (and cuts a torn tail), so a run opens it before its engine starts."""
 
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        drop_torn_tail(path)
-        self._f = open(path, "a", encoding="utf-8")
+        self.path = path
+        self._fd = _open_for_append(path)
+        try:
+            _drop_torn_tail(self._fd, path)
+        except BaseException:
+            os.close(self._fd)
+            raise
 
     def write(self, record: dict) -> None:
-        # One write call per whole line, then flush + fsync: a kill can only tear the line being written.
-        self._f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        # The whole line in one O_APPEND write, then fsync: a kill can only tear the line being written.
+        view = memoryview((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+        try:
+            while view:
+                view = view[os.write(self._fd, view):]
+            os.fsync(self._fd)
+        except OSError as e:
+            raise write_error(self.path, e) from None
 
     def close(self) -> None:
-        self._f.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def __enter__(self) -> ResultsWriter:
         return self

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from ..batch.store import write_error
 from ..errors import InputError
 from .judge_http import HTTPFailure, post_json
 from .scoring import SCORINGS, verdict
@@ -270,8 +271,7 @@ class JudgmentCache:
                 except (json.JSONDecodeError, KeyError, TypeError):
                     continue  # a line torn by a kill: that judgment is redone
             if data and not data.endswith(b"\n"):
-                with open(self.path, "ab") as f:  # start the next record on a line of its own
-                    f.write(b"\n")
+                self._append(b"\n")  # start the next record on a line of its own
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -290,9 +290,15 @@ class JudgmentCache:
             return
         d = {"key": key, **j.to_dict()}
         self._entries[key] = d
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(d) + "\n")
+        self._append((json.dumps(d) + "\n").encode())
+
+    def _append(self, data: bytes) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "ab") as f:
+                f.write(data)
+        except OSError as e:  # a full disk: one line; the judgments cached before are kept
+            raise write_error(self.path, e) from None
 
 
 @dataclass
