@@ -249,3 +249,18 @@ def test_a_full_disk_while_caching_judgments_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "open", full)
     with pytest.raises(InputError, match=r"judgments.jsonl: cannot write \(No space left on device\)"):
         judge_all(ExactJudge(), [JudgeRequest("1", "q", "a", "a")], cache, progress=False)
+
+
+def test_an_engine_that_cannot_start_leaves_no_empty_results_file(tmp_path):
+    out = tmp_path / "res.jsonl"
+
+    def cannot_start(todo):
+        raise InputError("cannot join Ray at 127.0.0.1:1")
+
+    with pytest.raises(InputError):
+        run_batch(ITEMS, out, cannot_start, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no results file, no lock file
+    run_batch(ITEMS[:1], out, produce, progress=False)
+    with pytest.raises(InputError):  # an existing file is left as it was
+        run_batch(ITEMS, out, cannot_start, progress=False)
+    assert [r["key"] for r in read_records(out)] == ["k0"]

@@ -134,12 +134,18 @@ def run_batch(items: list[WorkItem], out: str | Path, produce: Produce, *, retry
         t0 = time.perf_counter()
         startup, phases = 0.0, ()
         if todo:
-            with ResultsWriter(out) as writer:  # opened first: an unwritable --out fails before the engine starts
-                produced = produce(todo)  # engines start (load the model, join Ray) here, before the bar
-                startup = time.perf_counter() - t0
-                t0 = time.perf_counter()
-                ok, errors = _write_all(produced, writer, len(todo), progress)
-                phases = tuple(getattr(produced, "phases", {}).items())
+            created = not out.exists()
+            try:
+                with ResultsWriter(out) as writer:  # opened first: an unwritable --out fails before the engine starts
+                    produced = produce(todo)  # engines start (load the model, join Ray) here, before the bar
+                    startup = time.perf_counter() - t0
+                    t0 = time.perf_counter()
+                    ok, errors = _write_all(produced, writer, len(todo), progress)
+                    phases = tuple(getattr(produced, "phases", {}).items())
+            except BaseException:
+                if created and out.exists() and out.stat().st_size == 0:  # the engine never started: no trace
+                    out.unlink()
+                raise
     return BatchSummary(out=str(out), total=len(items), already_done=n_done, skipped_errors=n_err, ran=ok + errors,
                         ok=ok, errors=errors, seconds=time.perf_counter() - t0, startup_s=startup, phases=phases)
 
