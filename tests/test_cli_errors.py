@@ -200,6 +200,10 @@ BATCH = ["batch", CLIP, "--question", "q", "--out", "/nonexistent/o.jsonl", "--m
     ([*EVAL, "--limit", "-3"], "--limit: expected a whole number >= 0, got '-3'"),
     ([*BATCH, "--frames", "0"], "--frames: must be >= 1, got 0"),
     ([*BATCH, "--max-new-tokens", "-1"], "--max-new-tokens: must be >= 1, got -1"),
+    (["bench", "--repeats", "0"], "--repeats: must be >= 1, got 0"),
+    (["bench", "--decode-tokens", "-4"], "--decode-tokens: must be >= 1, got -4"),
+    (["serve", "--port", "70000"], "--port: expected a port number in 0-65535, got '70000'"),
+    (["serve", "--queue-size", "0"], "--queue-size: must be >= 1, got 0"),
 ])
 def test_numeric_options_are_checked_when_parsed(capsys, argv, msg):
     assert msg in one_line_error(capsys, argv)

@@ -111,6 +111,16 @@ def non_negative_int(text: str) -> int:
     return n
 
 
+def port_number(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number in 0-65535, got {text!r}")
+    return n
+
+
 def _finite(text: str) -> float | None:
     try:
         x = float(text)
