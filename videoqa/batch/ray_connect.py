@@ -80,7 +80,12 @@ def connect(address: str | None, num_cpus: int | None = None) -> tuple[str, floa
         return "the Ray this process already joined", 0.0
     if address is None:
         with _run_token(), _quiet_stderr() as said:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+            try:
+                ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+            except Exception as e:  # noqa: BLE001 - any failure to start is the same to the user
+                _forget_partial_connection(ray)
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                raise InputError(f"cannot start a local Ray: {first}") from None
             text = said()
         _pass_on(text)
         cpus = ray.cluster_resources().get("CPU", 0)
@@ -184,8 +189,10 @@ def _quiet_stderr() -> Iterator:
 
 
 def _pass_on(text: str) -> None:
-    """Show Ray's warnings from a successful join, not its INFO lines ("Connecting to existing Ray cluster")."""
-    kept = [line for line in text.splitlines() if line.strip() and not re.search(r"\bINFO\b", line)]
+    """Show Ray's warnings from a successful join, not its INFO lines ("Connecting to existing Ray cluster")
+    nor its note that a local Ray has token authentication (it does, with the token `_run_token` made)."""
+    kept = [line for line in text.splitlines()
+            if line.strip() and not re.search(r"\bINFO\b|Token authentication is enabled for this Ray", line)]
     if kept:
         print("\n".join(kept), file=sys.stderr)
 
@@ -212,6 +219,8 @@ def _run_token() -> Iterator[None]:
     if any(os.environ.get(k) for k in mine) or (Path.home() / ".ray" / "auth_token").exists():
         yield  # the user's own setup decides
         return
+    # Only the token: Ray turns the mode on itself (and refreshes its cached config, which setting
+    # RAY_AUTH_MODE here would not), with a warning that the caller drops.
     os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     try:
         yield
