@@ -185,3 +185,53 @@ def test_hub_id_behind_a_dead_proxy_fails_after_one_attempt(tmp_path):
     assert "the Hugging Face hub cannot be reached (" in err and "not in the local cache" in err
     # Our one lookup, plus at most huggingface_hub's own one-off fetch of its agent registry (no retries).
     assert 1 <= len(connections) <= 2 and set(connections) == {b"CONNECT huggingface.co:443 HTTP/1.1"}
+
+
+EVAL = ["eval", "--dataset", "msvd", "--root", "/nonexistent/data", "--model", "/nonexistent/model"]
+BATCH = ["batch", CLIP, "--question", "q", "--out", "/nonexistent/o.jsonl", "--model", "/nonexistent/model"]
+
+
+@pytest.mark.parametrize("argv,msg", [
+    *[([*EVAL, "--judge-timeout", v], f"--judge-timeout: expected a number of seconds > 0, got '{v}'")
+      for v in ("-1", "0", "nan", "inf", "1e999", "soon")],
+    *[([*EVAL, "--judge-retries", v], f"--judge-retries: expected a whole number >= 0, got '{v}'")
+      for v in ("-1", "1.5", "nan")],
+    ([*EVAL, "--judge-workers", "0"], "--judge-workers: must be >= 1, got 0"),
+    ([*EVAL, "--limit", "-3"], "--limit: expected a whole number >= 0, got '-3'"),
+    ([*BATCH, "--frames", "0"], "--frames: must be >= 1, got 0"),
+    ([*BATCH, "--max-new-tokens", "-1"], "--max-new-tokens: must be >= 1, got -1"),
+    (["bench", "--repeats", "0"], "--repeats: must be >= 1, got 0"),
+    (["bench", "--decode-tokens", "-4"], "--decode-tokens: must be >= 1, got -4"),
+    (["serve", "--port", "70000"], "--port: expected a port number in 0-65535, got '70000'"),
+    (["serve", "--queue-size", "0"], "--queue-size: must be >= 1, got 0"),
+])
+def test_numeric_options_are_checked_when_parsed(capsys, argv, msg):
+    assert msg in one_line_error(capsys, argv)
+
+
+@pytest.mark.parametrize("flag,value,msg", [
+    ("--timeout", "-1", "--timeout: expected a number of seconds > 0, got -1"),
+    ("--timeout", "nan", "--timeout: expected a number of seconds > 0, got nan"),
+    ("--timeout", "inf", "--timeout: expected a number of seconds > 0, got inf"),
+    ("--actors", "0", "--actors: expected a whole number >= 1, got 0"),
+    ("--cpus-per-actor", "nan", "--cpus-per-actor: expected a number > 0, got nan"),
+    ("--gpus-per-actor", "-0.5", "--gpus-per-actor: expected a number >= 0, got -0.5"),
+    ("--num-cpus", "-2", "--num-cpus: expected a whole number >= 1, got -2"),
+])
+def test_ray_options_are_checked_before_anything_starts(capsys, tmp_path, flag, value, msg):
+    # Whether the parser or the engine's options catch it, it is one line and nothing is written or joined.
+    out = tmp_path / "o.jsonl"
+    argv = ["batch", CLIP, "--question", "q", "--out", str(out), "--model", "/nonexistent/model", "--engine", "ray",
+            "--ray-address", "127.0.0.1:9", flag, value]
+    assert msg in one_line_error(capsys, argv)
+    assert not out.exists()
+
+
+def test_the_judge_refuses_a_timeout_or_retry_count_that_sends_nothing():
+    from videoqa.errors import InputError
+    from videoqa.eval.judges import GPTJudge
+
+    for kwargs, msg in (({"timeout_s": 0}, "timeout"), ({"timeout_s": float("nan")}, "timeout"),
+                        ({"retries": -1}, "retries")):
+        with pytest.raises(InputError, match=msg):
+            GPTJudge(base_url="http://127.0.0.1:9/v1", **kwargs)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -206,3 +208,150 @@ def test_eval_and_report_commands_with_a_tiny_model(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert md.read_text().strip() in printed and "| msvd | fastv | 2 | 0.50 | 260 / 520 |" in printed
     assert _png_size(png) == (550, 450)
+
+
+@pytest.mark.parametrize("file,index,edit,msg", [
+    ("test_q.json", 2, lambda d: d.pop("video_name"), "entry 2 (question_id 103) has no 'video_name'"),
+    ("test_q.json", 0, lambda d: d.pop("question"), "entry 0 (question_id 101) has no 'question'"),
+    ("test_q.json", 4, lambda d: d.update(question=None), "entry 4 (question_id 105): 'question' is null"),
+    ("test_q.json", 1, lambda d: d.update(video_name=["a"]), "entry 1 (question_id 102): 'video_name' is a list"),
+    ("test_a.json", 3, lambda d: d.pop("answer"), "has no 'answer'"),
+    ("test_a.json", 0, lambda d: d.update(answer=None), "'answer' is null"),
+    ("test_a.json", 5, lambda d: d.pop("question_id"), "entry 5 has no 'question_id'"),
+    ("test_q.json", 6, lambda d: d.update(question_id=None), "entry 6: 'question_id' is null"),
+])
+def test_malformed_entries_name_the_file_the_entry_and_the_field(tmp_path, capsys, file, index, edit, msg):
+    ds = make_dataset(tmp_path)
+    entries = json.loads((ds / file).read_text())
+    edit(entries[index])
+    (ds / file).write_text(json.dumps(entries))
+    with pytest.raises(InputError) as e:
+        load_dataset("msvd", ds)
+    assert str(e.value).startswith(f"{ds / file}: ") and msg in str(e.value), str(e.value)
+    # The command: one line, exit 2, before any model is looked at.
+    code = cli_main(["eval", "--dataset", "msvd", "--root", str(ds), "--model", "/nonexistent", "--no-progress",
+                     "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and msg in err, err
+
+
+def _dead_port() -> int:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on (bound, never listening, then freed)
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_eval_with_nothing_judged_fails_in_one_line(tmp_path, capsys):
+    from videoqa.tiny import make_tiny_model
+
+    model = make_tiny_model(tmp_path / "model")
+    root = make_dataset(tmp_path / "data").parent
+    out = tmp_path / "run"
+    capsys.readouterr()  # making the model may show a progress bar
+    code = cli_main(["eval", "--dataset", "msvd", "--root", str(root), "--model", str(model), "--max-new-tokens",
+                     "2", "--no-progress", "--out", str(out), "--judge", "gpt", "--judge-retries", "0",
+                     "--judge-base-url", f"http://127.0.0.1:{_dead_port()}/v1"])
+    got = capsys.readouterr()
+    assert code == 2 and "judged 0, judge failures 6" in got.out, got
+    err = got.err.strip().splitlines()
+    assert len(err) == 1 and "none of the 6 predicted answers was judged" in err[0] and "cannot reach" in err[0], err
+    assert json.loads((out / "results.json").read_text())["judged"] == 0  # what ran is kept for a re-run
+
+
+class FlakyJudge(ExactJudge):
+    """The exact judge, failing on the answers listed in `fail`."""
+
+    def __init__(self, fail: set[str]):
+        super().__init__()
+        self.fail = fail
+
+    def judge(self, question, answer, pred):
+        if answer in self.fail:
+            from videoqa.eval.judges import Judgment
+
+            return Judgment(pred=None, score=None, judge_model="flaky", failed=True, error="HTTP 500 boom")
+        return super().judge(question, answer, pred)
+
+
+def test_unjudged_questions_are_counted_and_past_the_limit_fail(tmp_path):
+    from videoqa.errors import VideoQAError
+    from videoqa.eval.run import JUDGE_FAILURE_LIMIT, check_judged, format_result
+
+    ds = load_dataset("msvd", make_dataset(tmp_path))
+    config = {"model": "stand-in"}
+    oracle = Oracle(right={101})
+    # One judge failure of 6 requests (17 % > the 5 % limit): counted, and a failure.
+    res = run_eval(ds, tmp_path / "a", lambda todo: local_records(todo, oracle), FlakyJudge({"two"}), config,
+                   progress=False)
+    assert (res["judged"], res["judge_failed"], res["prediction_errors"], res["missing_videos"]) == (5, 1, 1, 1)
+    assert "not judged: 3 of 8 questions (1 missing video, 1 prediction error, 1 judge failure)" in format_result(res)
+    assert 1 / 6 > JUDGE_FAILURE_LIMIT
+    with pytest.raises(VideoQAError, match=r"1 of the 6 predicted answers \(16.7%\) could not be judged.*HTTP 500"):
+        check_judged(res)
+    # No judge failure: a missing video and a broken clip are reported, not a failure.
+    res = run_eval(ds, tmp_path / "b", lambda todo: local_records(todo, oracle), ExactJudge(), config, progress=False)
+    check_judged(res)
+    # Every prediction failed: nothing could be judged, which is a failure too.
+    def broken(video, question):
+        raise VideoError(video, "cannot decode")
+
+    res = run_eval(ds, tmp_path / "c", lambda todo: local_records(todo, broken), ExactJudge(), config, progress=False)
+    with pytest.raises(VideoQAError, match=r"none of the 7 questions with a video was judged: 7 prediction errors "
+                                           r"\(first: VideoError: .*cannot decode\)"):
+        check_judged(res)
+
+
+class GatedJudge(ExactJudge):
+    """The exact judge, holding each judgment until `go` is set; counts the requests it gets."""
+
+    def __init__(self):
+        super().__init__()
+        import threading
+
+        self.go, self.started, self.calls, self._lock = threading.Event(), threading.Event(), 0, threading.Lock()
+
+    def judge(self, question, answer, pred):
+        with self._lock:
+            self.calls += 1
+        self.started.set()
+        assert self.go.wait(60), "never released"
+        return super().judge(question, answer, pred)
+
+
+def test_one_writer_per_run_folder_judging_included(tmp_path):
+    import threading
+
+    from videoqa.errors import BusyError
+
+    ds = load_dataset("msvd", make_dataset(tmp_path))
+    config, out = {"model": "stand-in"}, tmp_path / "run"
+    oracle, judge = Oracle(right={101, 102}), GatedJudge()
+
+    def evaluate(results: dict, name: str, **kw) -> None:
+        try:
+            results[name] = run_eval(ds, out, lambda todo: local_records(todo, oracle), judge, config,
+                                     progress=False, judge_workers=2, **kw)
+        except Exception as e:  # noqa: BLE001 - the test looks at it
+            results[name] = e
+
+    results: dict = {}
+    first = threading.Thread(target=evaluate, args=(results, "first"))
+    first.start()
+    try:
+        assert judge.started.wait(60)  # the first run has predicted and is judging now
+        evaluate(results, "second")  # a second eval on the same folder stops at once, naming the first
+        assert isinstance(results["second"], BusyError), results["second"]
+        assert f"{out} is being written by another run (pid {os.getpid()}" in str(results["second"])
+        waiting = threading.Thread(target=evaluate, args=(results, "waiting"), kwargs={"wait": True})
+        waiting.start()
+        time.sleep(0.5)
+        assert "waiting" not in results  # it waits for the whole run, judging included
+    finally:
+        judge.go.set()
+        first.join(60)
+    waiting.join(60)
+    assert results["first"]["judged"] == 6 and results["waiting"]["judged"] == 6, results
+    assert judge.calls == 6 and oracle.calls == 7  # each question predicted once and judged (paid) once
+    assert len((out / "judgments.jsonl").read_text().splitlines()) == 6

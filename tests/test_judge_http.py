@@ -110,3 +110,66 @@ def test_retry_after_is_honoured():
         server.server_close()
     assert (j.pred, j.score, j.attempts) == ("yes", 4.0, 3)
     assert waits == [7.0, 1.0]  # the server's 7 s, then (no header) the backoff 0.5 * 2
+
+
+class Recorder:
+    """A loopback server that answers every request with (code, headers, body) and records what it got."""
+
+    def __init__(self, code: int, headers: dict[str, str], body: bytes = b""):
+        self.requests: list[tuple[str, str, str]] = []  # (method, path, Authorization header)
+        rec = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _answer(self):
+                if self.headers.get("Content-Length"):
+                    self.rfile.read(int(self.headers["Content-Length"]))
+                rec.requests.append((self.command, self.path, self.headers.get("Authorization", "")))
+                self.send_response(code)
+                for k, v in {**headers, "Content-Length": str(len(body))}.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = _answer
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
+def test_a_redirect_is_not_followed_and_the_key_stays_home(code):
+    from videoqa.errors import InputError
+
+    other = Recorder(200, {"Content-Type": "application/json"}, REPLY)  # would judge "yes" if reached
+    judge_srv = Recorder(code, {"Location": f"{other.url}/steal"})
+    try:
+        judge = GPTJudge(model="m", base_url=judge_srv.url + "/v1", api_key="sk-SECRET", timeout_s=5,
+                         retries=2, backoff_s=0.01)
+        with pytest.raises(InputError, match=f"HTTP {code}.*redirect.*not followed") as e:
+            judge.judge("q", "a", "p")
+        assert "sk-SECRET" not in str(e.value)
+    finally:
+        judge_srv.close()
+        other.close()
+    assert other.requests == []  # neither the key nor anything else went to the other server
+    assert [(m, p) for m, p, _ in judge_srv.requests] == [("POST", "/v1/chat/completions")]  # asked once
+
+
+@pytest.mark.parametrize("body", [b'{"choices": "none"}', b"[1, 2]", b'"text"', b'{"choices": [{"message": 1}]}'])
+def test_a_reply_that_is_not_a_chat_completion_is_a_judge_failure(body):
+    srv = Recorder(200, {"Content-Type": "application/json"}, body)
+    try:
+        j = GPTJudge(model="m", base_url=srv.url + "/v1", api_key="k", timeout_s=5, retries=1,
+                     backoff_s=0.01).judge("q", "a", "p")
+    finally:
+        srv.close()
+    assert j.failed and j.pred is None and "choices[0].message.content" in j.error, j
+    assert len(srv.requests) == 2  # bounded: 1 + 1 retry

@@ -63,6 +63,7 @@ def test_normalize_and_exact_judge():
         ("```\n{'pred': 'yes', 'score': 5}\n```", ("yes", 5.0)),
         ("'pred': 'yes', 'score': 2", ("yes", 2.0)),  # no braces
         ("{'pred': 'no', 'score': 1", ("no", 1.0)),  # cut off
+        ("{'pred': 'yes', 'score': 4} (again: {'pred': 'yes', 'score': 4})", ("yes", 4.0)),  # repeated alike
     ],
 )
 def test_parse_strict_tolerates_reply_shapes(reply, expected):
@@ -77,6 +78,10 @@ def test_parse_strict_tolerates_reply_shapes(reply, expected):
         "{'pred': 'yes', 'score': 7}",
         "{'pred': 'yes'}",
         "",
+        # Two verdicts that disagree: unreadable, not whichever comes first.
+        "{'pred': 'yes', 'score': 5} Actually, on reflection: {'pred': 'no', 'score': 0}",
+        "{'pred': 'no', 'score': 1}\n{'pred': 'no', 'score': 4}",
+        "pred: yes, score: 5. Correction: pred: no, score: 0",
     ],
 )
 def test_parse_strict_rejects_unusable_replies(reply):

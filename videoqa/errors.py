@@ -24,3 +24,7 @@ class InputError(VideoQAError):
 
 class BusyError(VideoQAError):
     """Another run is writing the same results file."""
+
+
+class IncompleteError(VideoQAError):
+    """A run finished but left too much undone to be a result (e.g. an eval whose judge answered nothing)."""

@@ -11,9 +11,11 @@ waiting on the removed file notices (its inode is no longer the one at the path)
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -28,14 +30,18 @@ def lock_path(out: Path) -> Path:
 
 
 @contextmanager
-def exclusive(out: Path, wait: bool = False) -> Iterator[None]:
-    """Hold the lock of results file `out`; raises BusyError when another run holds it (unless `wait`)."""
-    path = lock_path(out)
+def exclusive(out: Path, wait: bool = False, lock: Path | None = None) -> Iterator[None]:
+    """Hold the lock of results file `out` (in `lock`, default `OUT.lock`); raises BusyError when another run
+    holds it (unless `wait`)."""
+    path = lock or lock_path(out)
     fd = _acquire(path, out, wait)
     try:
         me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(me).encode(), 0)  # for the message of a run that finds it taken
+        try:  # for the message of a run that finds it taken; the flock is the lock, so a full disk is no matter
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(me).encode(), 0)
+        except OSError:
+            pass
         yield
     finally:
         try:
@@ -49,10 +55,7 @@ def _acquire(path: Path, out: Path, wait: bool) -> int:
     import fcntl  # POSIX only, and only needed here
 
     while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise InputError(f"{out}: cannot create its lock file {path.name} ({e.strerror})") from None
+        fd = _open_lock(path, out)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -70,6 +73,26 @@ def _acquire(path: Path, out: Path, wait: bool) -> int:
         if _is_current(fd, path):
             return fd
         os.close(fd)  # the holder removed this file when it finished: lock the one at the path now
+
+
+def _open_lock(path: Path, out: Path) -> int:
+    """Open (or create) the lock file, never through a link: the lock is truncated and written, so a link
+    planted at its name would have us overwrite the file it points to. Mode: 0666 less the umask, as every
+    file batch writes (store.py)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise InputError(f"{out}: its lock file {path} is a symbolic link; not following it "
+                             "(remove the link if it is yours)") from None
+        raise InputError(f"{out}: cannot create its lock file {path.name} ({e.strerror})") from None
+    st = os.fstat(fd)
+    why = ("is not a regular file" if not stat.S_ISREG(st.st_mode)
+           else "has other names (hard links); not writing to it" if st.st_nlink > 1 else None)
+    if why:
+        os.close(fd)
+        raise InputError(f"{out}: its lock file {path} {why} (remove it if it is yours)")
+    return fd
 
 
 def _is_current(fd: int, path: Path) -> bool:

@@ -9,6 +9,7 @@ this process writes them to the same resumable results file as the local back en
 from __future__ import annotations
 
 import json
+import math
 import queue
 import threading
 import time
@@ -34,6 +35,26 @@ class RayOptions:
     num_cpus: int | None = None  # local Ray only (None: all cores)
     decode_cpus: float = 0.5  # CPU share of one decoding task
     batch_size: int = 1  # questions an actor answers per left-padded batch
+
+    def __post_init__(self):
+        """Refuse a layout that cannot run, before Ray is joined: a timeout of -1 or nan would make every
+        clip an error record. Messages name the command-line options these fields come from."""
+        def bad(flag: str, value, want: str) -> InputError:
+            return InputError(f"{flag}: expected {want}, got {value:g}")
+
+        def finite(x) -> bool:
+            return isinstance(x, (int, float)) and math.isfinite(x)
+
+        if not isinstance(self.actors, int) or self.actors < 1:
+            raise bad("--actors", self.actors, "a whole number >= 1")
+        if self.num_cpus is not None and (not isinstance(self.num_cpus, int) or self.num_cpus < 1):
+            raise bad("--num-cpus", self.num_cpus, "a whole number >= 1")
+        if self.timeout_s is not None and not (finite(self.timeout_s) and self.timeout_s > 0):
+            raise bad("--timeout", self.timeout_s, "a number of seconds > 0")
+        if self.cpus_per_actor is not None and not (finite(self.cpus_per_actor) and self.cpus_per_actor > 0):
+            raise bad("--cpus-per-actor", self.cpus_per_actor, "a number > 0")
+        if self.gpus_per_actor is not None and not (finite(self.gpus_per_actor) and self.gpus_per_actor >= 0):
+            raise bad("--gpus-per-actor", self.gpus_per_actor, "a number >= 0")
 
 
 def fixed_frame_count(model_spec: dict) -> int | None:

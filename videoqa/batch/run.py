@@ -134,31 +134,37 @@ def run_batch(items: list[WorkItem], out: str | Path, produce: Produce, *, retry
         t0 = time.perf_counter()
         startup, phases = 0.0, ()
         if todo:
-            produced = produce(todo)  # back ends start (load the model, join Ray) here, before the bar
-            startup = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            ok, errors = _write_all(produced, out, len(todo), progress)
-            phases = tuple(getattr(produced, "phases", {}).items())
+            created = not out.exists()
+            try:
+                with ResultsWriter(out) as writer:  # opened first: an unwritable --out fails before the back end starts
+                    produced = produce(todo)  # back ends start (load the model, join Ray) here, before the bar
+                    startup = time.perf_counter() - t0
+                    t0 = time.perf_counter()
+                    ok, errors = _write_all(produced, writer, len(todo), progress)
+                    phases = tuple(getattr(produced, "phases", {}).items())
+            except BaseException:
+                if created and out.exists() and out.stat().st_size == 0:  # the back end never started: no trace
+                    out.unlink()
+                raise
     return BatchSummary(out=str(out), total=len(items), already_done=n_done, skipped_errors=n_err, ran=ok + errors,
                         ok=ok, errors=errors, seconds=time.perf_counter() - t0, startup_s=startup, phases=phases)
 
 
-def _write_all(records: Iterable[dict], out: Path, total: int, progress: bool) -> tuple[int, int]:
-    """Append every record to `out` as it arrives, under a progress bar; returns (ok, errors)."""
+def _write_all(records: Iterable[dict], writer: ResultsWriter, total: int, progress: bool) -> tuple[int, int]:
+    """Append every record as it arrives, under a progress bar; returns (ok, errors)."""
     from tqdm import tqdm
 
     ok = errors = 0
     bar = tqdm(total=total, unit="clip", file=sys.stderr, disable=not progress, dynamic_ncols=True)
-    with ResultsWriter(out) as writer:
-        try:
-            for rec in records:
-                writer.write(rec)
-                if rec.get("error"):
-                    errors += 1
-                else:
-                    ok += 1
-                bar.set_postfix(errors=errors, refresh=False)
-                bar.update(1)
-        finally:
-            bar.close()
+    try:
+        for rec in records:
+            writer.write(rec)
+            if rec.get("error"):
+                errors += 1
+            else:
+                ok += 1
+            bar.set_postfix(errors=errors, refresh=False)
+            bar.update(1)
+    finally:
+        bar.close()
     return ok, errors

@@ -5,12 +5,17 @@ exists, so killing the run loses at most the record in flight; a torn last line 
 cut before the next append. Only the run holding the file's lock (`lock.exclusive`) appends to it or
 compacts it; compaction (dropping errors about to be retried, and duplicates an older videoqa wrote)
 writes a new file and renames it over the old one, so a kill leaves either the old or the new file whole.
+
+File modes, one rule for every file batch and eval write: a new file gets 0666 less the umask (as `touch`
+would make it), a rewritten one keeps the mode it had.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
+import stat
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -42,16 +47,29 @@ def latest_by_key(records: Iterable[dict]) -> dict[str, dict]:
     return {r["key"]: r for r in records if "key" in r}
 
 
-def drop_torn_tail(path: Path) -> None:
+def _drop_torn_tail(fd: int, path: Path) -> None:
     """Cut a partial last line so the next append starts on a line of its own."""
-    if not path.exists() or path.stat().st_size == 0:
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
         return
-    with open(path, "rb+") as f:
-        f.seek(-1, os.SEEK_END)
-        if f.read(1) == b"\n":
-            return
-        data = path.read_bytes()
-        f.truncate(data.rfind(b"\n") + 1)
+    data = path.read_bytes()
+    try:
+        os.ftruncate(fd, data.rfind(b"\n") + 1)
+    except OSError as e:
+        raise write_error(path, e) from None
+
+
+def write_error(path: Path, e: OSError) -> InputError:
+    """One line for a results or run file that cannot be written (full disk, read-only, immutable)."""
+    return InputError(f"{path}: cannot write ({e.strerror or e}); what was written before is kept whole: "
+                      "free space or fix the permissions, then re-run to resume")
+
+
+def _open_for_append(path: Path) -> int:
+    try:  # 0666 less the umask: the one rule for new files (see the module's docstring)
+        return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+    except OSError as e:
+        raise write_error(path, e) from None
 
 
 def needs_compaction(records: list[dict], drop_keys: set[str]) -> bool:
@@ -65,13 +83,45 @@ def compact(path: Path, records: list[dict], drop_keys: set[str]) -> None:
     other run is appending to the file being replaced."""
     last = {r["key"]: i for i, r in enumerate(records) if "key" in r}
     keep = [r for i, r in enumerate(records) if "key" not in r or (last[r["key"]] == i and r["key"] not in drop_keys)]
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in keep:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    replace_file(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep).encode())
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Write `data` to a new temporary file beside `path`, sync it and rename it over `path`, so a kill leaves
+    either the old or the new file whole. The temporary has an unpredictable name and is created with
+    O_EXCL, so a link planted at a name we would use is never followed."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        mode = None
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+            break
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise write_error(path, e) from None
+    else:
+        raise InputError(f"{path}: no free temporary name beside it")
+    try:
+        if mode is not None:
+            os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, path)
+    except BaseException as e:
+        if fd >= 0:
+            os.close(fd)
+        tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise write_error(path, e) from None
+        raise
 
 
 def prepare_out(path: Path) -> None:
@@ -90,21 +140,33 @@ def prepare_out(path: Path) -> None:
 
 
 class ResultsWriter:
-    """Appends one JSON line per record and makes it durable before returning."""
+    """Appends one JSON line per record and makes it durable before returning. Opening it checks that the
+    file can be written (and cuts a torn tail), so a run opens it before its engine starts."""
 
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        drop_torn_tail(path)
-        self._f = open(path, "a", encoding="utf-8")
+        self.path = path
+        self._fd = _open_for_append(path)
+        try:
+            _drop_torn_tail(self._fd, path)
+        except BaseException:
+            os.close(self._fd)
+            raise
 
     def write(self, record: dict) -> None:
-        # One write call per whole line, then flush + fsync: a kill can only tear the line being written.
-        self._f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        # The whole line in one O_APPEND write, then fsync: a kill can only tear the line being written.
+        view = memoryview((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+        try:
+            while view:
+                view = view[os.write(self._fd, view):]
+            os.fsync(self._fd)
+        except OSError as e:
+            raise write_error(self.path, e) from None
 
     def close(self) -> None:
-        self._f.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def __enter__(self) -> ResultsWriter:
         return self

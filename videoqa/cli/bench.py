@@ -24,8 +24,8 @@ def register(sub) -> None:
     p.add_argument("--attn", default="sdpa", choices=["sdpa", "flash_attention_2", "eager"])
     p.add_argument("--k", type=int, default=None,
                    help="FastV's layer K (default: 2; long: the K the policy sweep chose, LONG_K)")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--decode-tokens", type=int, default=16)
+    p.add_argument("--repeats", type=positive_int, default=3)
+    p.add_argument("--decode-tokens", type=positive_int, default=16)
     p.add_argument("--no-memory", action="store_true", help="skip the per-method peak-memory processes")
     p.add_argument("--compile", action="store_true",
                    help="llm: also time the torch.compile'd decode step (compiling takes minutes on a small CPU)")

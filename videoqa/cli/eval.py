@@ -8,7 +8,7 @@ from pathlib import Path
 from ..eval.datasets import DATASETS, load_dataset
 from ..eval.judges import make_judge
 from ..eval.protocol import OFFICIAL_DIR
-from ..eval.run import format_result, run_eval
+from ..eval.run import check_judged, format_result, run_eval
 from ..pruning import PruneConfig
 from .options import (
     add_backend_options,
@@ -16,6 +16,9 @@ from .options import (
     add_prune_options,
     backend_from_args,
     model_spec_from_args,
+    non_negative_int,
+    positive_int,
+    positive_seconds,
 )
 
 
@@ -53,6 +56,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
     print(format_result(result, [f"{it.question_id}:{it.video_name}" for it in ds.missing]))
     print(f"-> {out / 'results.json'}; per question: {out / 'audit.jsonl'}; official files: "
           f"{out / OFFICIAL_DIR / 'merge.jsonl'}, {out / OFFICIAL_DIR / 'results.json'}")
+    check_judged(result)  # after the summary: a run that judged (almost) nothing exits 2, saying why
     return 0
 
 
@@ -76,7 +80,7 @@ def register(sub) -> None:
     p.add_argument("--root", required=True,
                    help="the dataset folder (with test_q.json, test_a.json) or the GPT_Zero_Shot_QA folder above it")
     p.add_argument("--out", help="run folder (default: runs/DATASET-METHOD[-kK]-rR); re-running resumes it")
-    p.add_argument("--limit", type=int, default=None, help="evaluate only N questions (quick runs)")
+    p.add_argument("--limit", type=non_negative_int, default=None, help="evaluate only N questions (quick runs)")
     p.add_argument("--subset-seed", type=int, default=None,
                    help="with --limit: a random subset drawn with this seed instead of the first N")
     add_judge_options(p)
@@ -104,12 +108,13 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
                    help="judge model (default: $VIDEOQA_JUDGE_MODEL or gpt-3.5-turbo-0125); recorded in results")
     g.add_argument("--judge-base-url", default=None,
                    help="chat endpoint base (default: $VIDEOQA_JUDGE_BASE_URL, $OPENAI_BASE_URL or OpenAI)")
-    g.add_argument("--judge-retries", type=int, default=3, help="retries of a failed or unparsable judgment")
-    g.add_argument("--judge-timeout", type=float, default=60.0,
+    g.add_argument("--judge-retries", type=non_negative_int, default=3,
+                   help="retries of a failed or unparsable judgment")
+    g.add_argument("--judge-timeout", type=positive_seconds, default=60.0,
                    help="seconds allowed for one whole judge request, however slowly the server replies")
     g.add_argument("--scoring", default="official", choices=["official", "strict"],
                    help="official: the judge reply as Video-LLaVA's eval_video_qa.py reads it (ast.literal_eval, "
                         "int(score), 'yes'/'no' substrings); strict: our parser (dict found in prose, 'yes'/'no' "
                         "only, fractional scores kept, other replies asked again)")
-    g.add_argument("--judge-workers", type=int, default=4, help="judge requests in flight")
+    g.add_argument("--judge-workers", type=positive_int, default=4, help="judge requests in flight")
     g.add_argument("--judge-cache", default=None, help="judgment cache file (default: RUN/judgments.jsonl)")

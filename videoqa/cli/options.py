@@ -7,6 +7,7 @@ loads the model here, is shipped to Ray actors, and is recorded with eval runs.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import TYPE_CHECKING
 
@@ -28,9 +29,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="default: bfloat16 (or float16) on CUDA, float32 on CPU")
     g.add_argument("--attn", default="sdpa", choices=["sdpa", "flash_attention_2", "eager"],
                    help="attention kernel for every layer (default: sdpa)")
-    g.add_argument("--frames", type=int, default=None,
+    g.add_argument("--frames", type=positive_int, default=None,
                    help="frames to sample (default: 8, or chosen from the video's length with --r auto)")
-    g.add_argument("--max-new-tokens", type=int, default=64,
+    g.add_argument("--max-new-tokens", type=positive_int, default=64,
                    help="answer length limit (default: 64; eval: 1024, as Video-LLaVA's evaluation)")
     g.add_argument("--prompt", default="plain", choices=["plain", "official"],
                    help="prompt template: plain = 'USER: <video>\\n{question} ASSISTANT:'; official = the same after "
@@ -95,16 +96,16 @@ def add_backend_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--batch-size", type=positive_int, default=1,
                    help="questions per left-padded batch, locally or per Ray actor (GPU throughput; same answers "
                         "as 1)")
-    g.add_argument("--actors", type=int, default=1, help="Ray: model replicas (one per actor; default 1)")
-    g.add_argument("--cpus-per-actor", type=float, default=None,
+    g.add_argument("--actors", type=positive_int, default=1, help="Ray: model replicas (one per actor; default 1)")
+    g.add_argument("--cpus-per-actor", type=positive_number, default=None,
                    help="Ray: CPUs each actor holds (default: 1, or an even share of what decoding leaves, so "
                         "--actors 2 fits a 2-CPU machine)")
-    g.add_argument("--gpus-per-actor", type=float, default=None,
+    g.add_argument("--gpus-per-actor", type=non_negative_number, default=None,
                    help="Ray: GPUs per actor, fractions allowed (0.5: two small models share a GPU; "
                         "default: 1 when the cluster has GPUs, else 0)")
-    g.add_argument("--num-cpus", type=int, default=None,
+    g.add_argument("--num-cpus", type=positive_int, default=None,
                    help="Ray: CPUs of the local Ray started when no cluster address is given (default: all cores)")
-    g.add_argument("--timeout", type=float, default=600.0,
+    g.add_argument("--timeout", type=positive_seconds, default=600.0,
                    help="Ray: seconds allowed to decode one clip before it is recorded as an error (default 600)")
     g.add_argument("--ray-address", default=None,
                    help="Ray cluster: ray://HOST:10001 (Ray Client) or HOST:PORT (default: $RAY_ADDRESS, else a "
@@ -124,6 +125,56 @@ def positive_int(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
     return n
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return n
+
+
+def port_number(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number in 0-65535, got {text!r}")
+    return n
+
+
+def _finite(text: str) -> float | None:
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None  # nan and inf (1e999 too) are never a meaningful setting
+
+
+def positive_seconds(text: str) -> float:
+    """A time limit: a finite number > 0 (0 would send nothing; nan and inf break the timers)."""
+    x = _finite(text)
+    if x is None or x <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return x
+
+
+def positive_number(text: str) -> float:
+    x = _finite(text)
+    if x is None or x <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return x
+
+
+def non_negative_number(text: str) -> float:
+    x = _finite(text)
+    if x is None or x < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return x
 
 
 def _flag(name: str, value) -> str:

@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 from ..errors import InputError
-from .options import add_model_options, add_prune_options, load_qa
+from .options import add_model_options, add_prune_options, load_qa, port_number, positive_int
 
 
 def parse_auth(text: str | None) -> tuple[str, str] | None:
@@ -59,11 +59,11 @@ def register(sub) -> None:
     g = p.add_argument_group("server")
     g.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default: 127.0.0.1, this machine only; 0.0.0.0 exposes it)")
-    g.add_argument("--port", type=int, default=7860)
+    g.add_argument("--port", type=port_number, default=7860)
     g.add_argument("--share", action="store_true", help="also open a public gradio.live link")
     g.add_argument("--auth", default=None, metavar="USER:PASS", help="require this login")
     g.add_argument("--max-file-size", default="200mb", help="upload limit, e.g. 200mb (default: 200mb)")
-    g.add_argument("--queue-size", type=int, default=8,
+    g.add_argument("--queue-size", type=positive_int, default=8,
                    help="questions that may wait behind the one being answered; more get 'busy' (default: 8)")
     g.add_argument("--samples", default=None,
                    help="folder of example clips (default: the sample clips shipped with videoqa)")
@@ -72,8 +72,6 @@ def register(sub) -> None:
 
 def serve(args: argparse.Namespace) -> int:
     auth = parse_auth(args.auth)
-    if args.queue_size < 1:
-        raise InputError(f"--queue-size must be >= 1, got {args.queue_size}")
     check_port(args.host, args.port)  # before gradio's import and the model load, which take a while
 
     from ..ui.app import DEFAULT_SAMPLES, build_app, launch  # gradio is heavy: import only when serving

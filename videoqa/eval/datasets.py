@@ -113,15 +113,32 @@ def resolve_root(spec: DatasetSpec, root: str | Path) -> Path:
     )
 
 
-def _load_json_list(path: Path) -> list[dict]:
+_TYPE_NAMES = {type(None): "null", bool: "a boolean", list: "a list", dict: "an object"}
+
+
+def _load_json_list(path: Path, fields: tuple[str, ...]) -> list[dict]:
+    """The file's entries, each an object whose `fields` are strings or numbers; anything else is refused
+    naming the file, the entry (its index in the list, and its question_id) and the field."""
     if not path.is_file():
         raise InputError(f"{path}: not found")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
-    if not isinstance(data, list) or not all(isinstance(d, dict) and "question_id" in d for d in data):
-        raise InputError(f"{path}: expected a JSON list of objects with a 'question_id'")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
+    if not isinstance(data, list):
+        raise InputError(f"{path}: expected a JSON list of objects, got {_TYPE_NAMES.get(type(data), 'a value')}")
+    for i, d in enumerate(data):
+        if not isinstance(d, dict):
+            raise InputError(f"{path}: entry {i} is {_TYPE_NAMES.get(type(d), 'a value')}, not an object")
+        qid = d.get("question_id")
+        entry = f"entry {i}" + (f" (question_id {qid})" if isinstance(qid, (str, int)) else "")
+        for f in ("question_id", *fields):
+            if f not in d:
+                raise InputError(f"{path}: {entry} has no {f!r}")
+            if type(d[f]) in _TYPE_NAMES:  # null, a list...: str() would make "None" and judge it
+                raise InputError(f"{path}: {entry}: {f!r} is {_TYPE_NAMES[type(d[f])]}")
     return data
 
 
@@ -163,8 +180,8 @@ def load_dataset(name: str, root: str | Path, limit: int | None = None, seed: in
         raise InputError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
     spec = DATASETS[name]
     root = resolve_root(spec, root)
-    questions = _load_json_list(root / "test_q.json")
-    answers = _load_json_list(root / "test_a.json")
+    questions = _load_json_list(root / "test_q.json", ("video_name", "question"))
+    answers = _load_json_list(root / "test_a.json", ("answer",))
     by_id: dict[str, dict] = {}
     for a in answers:
         qid = str(a["question_id"])

@@ -96,6 +96,14 @@ class _HTTPSHandler(urllib.request.HTTPSHandler):
         return self.do_open(functools.partial(_WatchedHTTPS, deadline=self._deadline), req, context=self._ctx)
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Never follow a redirect: urllib would resend the request, Authorization header included, to wherever
+    `Location` points (another host too), and turn the POST into a GET. The 3xx reply becomes an HTTPError."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
 def retry_after_seconds(headers) -> float | None:
     """Seconds a 429/503 reply asks us to wait (`retry-after-ms`, or `retry-after` in seconds or as a date)."""
     if headers is None:
@@ -120,7 +128,7 @@ def post_json(url: str, payload: dict, headers: dict[str, str], timeout_s: float
     """POST `payload` as JSON and return the decoded JSON reply, all within `timeout_s` seconds. Pass one
     `context` for many HTTPS requests: making one loads the CA store (~0.1 s)."""
     deadline = _Deadline()
-    opener = urllib.request.build_opener(_HTTPHandler(deadline), _HTTPSHandler(deadline, context))
+    opener = urllib.request.build_opener(_HTTPHandler(deadline), _HTTPSHandler(deadline, context), _NoRedirect())
     req = urllib.request.Request(
         url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json", **headers},
         method="POST",
@@ -133,6 +141,10 @@ def post_json(url: str, payload: dict, headers: dict[str, str], timeout_s: float
             data = resp.read()
     except urllib.error.HTTPError as e:
         e.close()
+        if 300 <= e.code < 400:  # a wrong base URL (http for https, a moved API): the user must fix it
+            where = e.headers.get("Location", "") if e.headers is not None else ""
+            raise HTTPFailure(f"HTTP {e.code} {e.reason}: a redirect to {where or 'elsewhere'}, not followed",
+                              e.code, retryable=False) from None
         raise HTTPFailure(f"HTTP {e.code} {e.reason}", e.code, e.code == 429 or e.code >= 500,
                           retry_after_seconds(e.headers)) from None
     except (OSError, http.client.HTTPException) as e:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import ssl
@@ -25,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from ..batch.store import write_error
 from ..errors import InputError
 from .judge_http import HTTPFailure, post_json
 from .scoring import SCORINGS, verdict
@@ -175,6 +177,10 @@ class GPTJudge:
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.scoring = _check_scoring(scoring)
+        if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
+            raise InputError(f"the judge timeout must be a number of seconds > 0, got {timeout_s!r}")
+        if not isinstance(retries, int) or retries < 0:  # -1 would send no request and count a silent failure
+            raise InputError(f"judge retries must be a whole number >= 0, got {retries!r}")
         self._tls = ssl.create_default_context() if self.base_url.startswith("https:") else None
 
     def __repr__(self) -> str:  # no key here, ever
@@ -197,8 +203,10 @@ class GPTJudge:
         try:
             content = data["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
-            raise HTTPFailure("no choices[0].message.content in the reply") from None
-        return str(content or ""), str(data.get("model") or self.model)
+            content = None
+        if not isinstance(content, str):  # not a chat completion: a judge failure, never a verdict
+            raise HTTPFailure("no choices[0].message.content in the reply")
+        return content, str(data.get("model") or self.model)
 
     _sleep = staticmethod(time.sleep)
 
@@ -263,8 +271,7 @@ class JudgmentCache:
                 except (json.JSONDecodeError, KeyError, TypeError):
                     continue  # a line torn by a kill: that judgment is redone
             if data and not data.endswith(b"\n"):
-                with open(self.path, "ab") as f:  # start the next record on a line of its own
-                    f.write(b"\n")
+                self._append(b"\n")  # start the next record on a line of its own
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -283,9 +290,15 @@ class JudgmentCache:
             return
         d = {"key": key, **j.to_dict()}
         self._entries[key] = d
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(d) + "\n")
+        self._append((json.dumps(d) + "\n").encode())
+
+    def _append(self, data: bytes) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "ab") as f:
+                f.write(data)
+        except OSError as e:  # a full disk: one line; the judgments cached before are kept
+            raise write_error(self.path, e) from None
 
 
 @dataclass

@@ -17,10 +17,10 @@ Ids are written as strings: the official judge keys its work by file name, so an
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from ..batch.store import replace_file
 from .scoring import parse_official
 
 OFFICIAL_DIR = "official"  # under the run folder, beside our own results.json (which `videoqa report` reads)
@@ -93,9 +93,7 @@ def results_json(audit: Iterable[dict]) -> dict[str, list]:
 
 def _write(path: Path, text: str) -> None:
     """Write via a temporary file and a rename, so a killed run never leaves half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    replace_file(path, text.encode("utf-8"))
 
 
 def write_audit(path: str | Path, audit: Iterable[dict]) -> Path:

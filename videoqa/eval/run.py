@@ -9,6 +9,7 @@ A run folder holds everything a run produced, so a re-run with the same `--out` 
     audit.jsonl         per question: question, reference answer, prediction, verdict, score, judge reply
     official/           merge.jsonl and results.json in the shapes of Video-LLaVA's scripts (protocol.py)
     results.json        the summary `videoqa report` reads
+    run.lock            while a run works on the folder: one eval at a time, predicting and judging
 """
 
 from __future__ import annotations
@@ -19,14 +20,19 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..batch.lock import exclusive
 from ..batch.run import Produce, run_batch
-from ..batch.store import latest_by_key, read_records
+from ..batch.store import latest_by_key, read_records, replace_file
 from ..batch.worklist import WorkItem, prune_key
-from ..errors import InputError
+from ..errors import IncompleteError, InputError
 from .datasets import QADataset, check_usable, missing_warning
 from .judges import JudgeRequest, JudgmentCache, judge_all
 from .protocol import OFFICIAL_DIR, audit_rows, write_audit, write_official
 from .scoring import aggregate
+
+# More judge failures than this share of the predicted answers and `videoqa eval` exits non-zero: the accuracy
+# is then over a subset the judge chose, not comparable with published numbers (as with missing videos).
+JUDGE_FAILURE_LIMIT = 0.05
 
 
 def _mean(values: Iterable) -> float | None:
@@ -41,10 +47,19 @@ def work_items(ds: QADataset) -> list[WorkItem]:
     ]
 
 
-def check_config(out: Path, config: dict) -> None:
-    """Refuse to resume a run folder whose predictions were made with other model or pruning options."""
+def prepare_run_folder(out: Path) -> None:
+    """Check that `out` can be a run folder and create it."""
     if out.exists() and not out.is_dir():
         raise InputError(f"{out} is a file; --out of eval is a run folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"{out}: cannot create the run folder ({e.strerror})") from None
+
+
+def check_config(out: Path, config: dict) -> None:
+    """Refuse to resume a run folder whose predictions were made with other model or pruning options."""
+    prepare_run_folder(out)
     path = out / "config.json"
     if path.exists():
         old, new = _comparable(json.loads(path.read_text())), _comparable(config)
@@ -55,11 +70,7 @@ def check_config(out: Path, config: dict) -> None:
                 "use another --out, or the same options to resume it"
             )
     else:
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise InputError(f"{out}: cannot create the run folder ({e.strerror})") from None
-        path.write_text(json.dumps(config, indent=1))
+        replace_file(path, json.dumps(config, indent=1).encode())
 
 
 def _comparable(config: dict) -> dict:
@@ -95,8 +106,10 @@ def summarize(ds: QADataset, predictions: dict[str, dict], judgments: dict, judg
         "warning": missing_warning(ds),
         "predicted": len(ok),
         "prediction_errors": sum(1 for p in preds if p is not None and p.get("error")),
+        "first_prediction_error": next((p["error"] for p in preds if p is not None and p.get("error")), None),
         "not_predicted": sum(1 for p in preds if p is None),
         **aggregate(judgments.values()),
+        "first_judge_error": next((j.error for j in judgments.values() if j.failed), None),
         "judge": judge.name,
         "judge_model": sorted({j.judge_model for j in judged}) or [judge.model],
         "scoring": judge.scoring,
@@ -126,13 +139,21 @@ def run_eval(
     files into the run folder `out`. A dataset with nothing to evaluate is refused before anything runs."""
     check_usable(ds)
     out = Path(out)
+    prepare_run_folder(out)
+    # One run at a time per folder, from reading the config to the last file written: a second eval would
+    # otherwise judge (and pay for) the same questions while the first is judging them.
+    with exclusive(out, wait=wait, lock=out / "run.lock"):
+        return _run_locked(ds, out, produce, judge, config, retry_errors, judge_cache, judge_workers, progress,
+                           wait)
+
+
+def _run_locked(ds: QADataset, out: Path, produce: Produce, judge, config: dict, retry_errors: bool,
+                judge_cache: str | Path | None, judge_workers: int, progress: bool, wait: bool) -> dict:
     check_config(out, config)
-    (out / "missing_videos.txt").write_text(
-        "".join(f"{it.question_id}\t{it.video_name}\n" for it in ds.missing), encoding="utf-8"
-    )
+    replace_file(out / "missing_videos.txt",
+                 "".join(f"{it.question_id}\t{it.video_name}\n" for it in ds.missing).encode())
     pred_path = out / "predictions.jsonl"
-    batch = run_batch(work_items(ds), pred_path, produce, retry_errors=retry_errors, progress=progress,
-                      wait=wait)
+    batch = run_batch(work_items(ds), pred_path, produce, retry_errors=retry_errors, progress=progress, wait=wait)
     predictions = latest_by_key(read_records(pred_path))
     answers = {it.question_id: it for it in ds.present}
     requests = [
@@ -154,8 +175,30 @@ def run_eval(
         "seconds": round(batch.seconds, 3),
         "clips_per_s": round(batch.clips_per_s, 3),
     }
-    (out / "results.json").write_text(json.dumps(result, indent=1))
+    replace_file(out / "results.json", json.dumps(result, indent=1).encode())
     return result
+
+
+def check_judged(r: dict) -> None:
+    """Raise IncompleteError (one line) when a run's result is not a result: nothing judged although there were
+    questions with a video, or judge failures above JUDGE_FAILURE_LIMIT of the predicted answers. Missing videos
+    and prediction errors alone are counted in the summary, not failed on (unless nothing is left)."""
+    n_present = r["questions"] - r["missing_videos"]
+    asked = r["judged"] + r["judge_failed"]
+    why = f"first: {r.get('first_judge_error') or 'no error recorded'}"
+    if n_present and r["judged"] == 0:
+        if asked:
+            raise IncompleteError(f"none of the {asked} predicted answers was judged ({why}); the predictions are "
+                                  "kept: fix the judge and re-run to judge them")
+        n_err = r["prediction_errors"]
+        raise IncompleteError(
+            f"none of the {n_present} questions with a video was judged: {n_err} prediction errors "
+            f"(first: {r.get('first_prediction_error')}), {r['not_predicted']} not predicted; "
+            "re-run with --retry-errors once the cause is fixed")
+    if asked and r["judge_failed"] / asked > JUDGE_FAILURE_LIMIT:
+        raise IncompleteError(
+            f"{r['judge_failed']} of the {asked} predicted answers ({100 * r['judge_failed'] / asked:.1f}%) could "
+            f"not be judged, more than the {100 * JUDGE_FAILURE_LIMIT:g}% allowed ({why}); re-run to retry them")
 
 
 def format_result(r: dict, missing: list[str] | None = None) -> str:
@@ -179,6 +222,12 @@ def format_result(r: dict, missing: list[str] | None = None) -> str:
         f"{num(r['visual_tokens'], '{:.0f}')} "
         f"visual tokens, FLOPs {pct(r['flops_ratio'])}, latency {num(r['latency_s'], '{:.3f}')}s",
     ]
+    not_judged = r["questions"] - r["judged"]
+    if not_judged:
+        parts = [(r["missing_videos"], "missing video", "s"), (r["prediction_errors"], "prediction error", "s"),
+                 (r.get("not_predicted", 0), "not predicted", ""), (r["judge_failed"], "judge failure", "s")]
+        shown = ", ".join(f"{n} {what}{plural if n != 1 else ''}" for n, what, plural in parts if n)
+        lines.append(f"  not judged: {not_judged} of {r['questions']} questions ({shown})")
     if r.get("warning"):
         lines.append(f"  {r['warning']}")
     if missing:

@@ -9,7 +9,8 @@ Two rules, chosen with `--scoring`:
   average score and is neither yes nor no; one whose verdict is unreadable keeps its score. The average score
   is over every judged question; accuracy = yes / (yes + no).
 - `strict`: our parser. It finds the dict inside prose or code fences, also reads JSON and `pred: yes,
-  score: 4`, requires 'yes' or 'no' and a score in 0-5, keeps fractional scores, and asks again otherwise.
+  score: 4`, requires 'yes' or 'no' and a score in 0-5, keeps fractional scores, and asks again otherwise
+  (also when the reply holds two verdicts that disagree).
 """
 
 from __future__ import annotations
@@ -49,9 +50,10 @@ def official_verdict(value: object) -> tuple[str | None, float | None]:
 
 def parse_strict(text: str) -> tuple[str, float]:
     """('yes'|'no', score) from a judge reply; tolerant of prose around the dict, JSON or Python quoting,
-    code fences and string scores. Raises ValueError when the reply holds no usable verdict."""
-    m = re.search(r"\{.*\}", text, re.S)
-    if m:
+    code fences and string scores. Raises ValueError when the reply holds no usable verdict, or two that
+    disagree (taking the first would be a guess)."""
+    found = set()
+    for m in re.finditer(r"\{[^{}]*\}", text):  # every flat dict in the reply, not only the first
         for parse in (ast.literal_eval, json.loads):
             try:
                 d = parse(m.group(0))
@@ -60,12 +62,20 @@ def parse_strict(text: str) -> tuple[str, float]:
             if isinstance(d, dict):
                 d = {str(k).strip().lower(): v for k, v in d.items()}
                 if "pred" in d and "score" in d:
-                    return _check(d["pred"], d["score"], text)
-    # Fallback: key/value pairs without a parsable dict, e.g. "pred: yes, score: 4" or a cut-off dict.
-    mp = re.search(r"pred\W{0,4}(yes|no)\b", text, re.I)
-    ms = re.search(r"score\W{0,4}(\d+(?:\.\d+)?)", text, re.I)
-    if mp and ms:
-        return _check(mp.group(1), ms.group(1), text)
+                    found.add(_check(d["pred"], d["score"], text))
+                break
+    if not found:
+        # Fallback: key/value pairs without a parsable dict, e.g. "pred: yes, score: 4" or a cut-off dict.
+        preds = {p.lower() for p in re.findall(r"pred\W{0,4}(yes|no)\b", text, re.I)}
+        scores = {float(s) for s in re.findall(r"score\W{0,4}(\d+(?:\.\d+)?)", text, re.I)}
+        if len(preds) > 1 or len(scores) > 1:
+            raise ValueError(f"contradictory verdicts in the reply: {text[:120]!r}")
+        if preds and scores:
+            found = {_check(preds.pop(), scores.pop(), text)}
+    if len(found) > 1:
+        raise ValueError(f"contradictory verdicts in the reply: {text[:120]!r}")
+    if found:
+        return found.pop()
     raise ValueError(f"no {{'pred', 'score'}} in the reply: {text[:120]!r}")
 
 
