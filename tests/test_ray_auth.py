@@ -60,7 +60,7 @@ def driver(code: str, home: Path, **env: str) -> tuple[subprocess.CompletedProce
 JOIN = """import sys
 from videoqa.cli import main
 sys.exit(main(["batch", "samples/clips", "--question", "q", "--out", {out!r},
-               "--engine", "ray", "--ray-address", {address!r}, "--no-progress"]))"""
+               "--backend", "ray", "--ray-address", {address!r}, "--no-progress"]))"""
 
 BOUND_S = 40  # Ray alone took 32 s (GCS) and 72 s (Ray Client) to give up on a missing token
 

@@ -108,7 +108,7 @@ class Counting:
     def __init__(self):
         self.started = 0
 
-    def __call__(self, args):
+    def __call__(self, args, spec=None):
         def produce_(todo):
             self.started += 1
             return local_records(todo, lambda video, q: {"answer": Path(video).stem})
@@ -127,7 +127,7 @@ def batch_command(tmp_path: Path, out: Path, engine: Counting) -> tuple[int, str
         (tmp_path / name).write_bytes(b"x")
     args = build_parser().parse_args(["batch", *(str(tmp_path / n) for n in CLIPS), "--question", "q",
                                       "--out", str(out), "--no-progress"])
-    args.func = partial(batch.run, engine=engine)
+    args.func = partial(batch.run, backend=engine)
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = run_command(args)
