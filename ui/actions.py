@@ -22,7 +22,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from videoqa.errors import VideoQAError
+from videoqa.errors import InputError, VideoQAError
 from videoqa.heatmap import render_heatmaps
 from videoqa.pruning import REGISTRY, PruneConfig, Ratio
 from videoqa.pruning import parse_r as parse_ratio
@@ -39,6 +39,25 @@ SKIP = object()  # compare's "leave this output as it is", turned into gr.skip()
 def parse_r(text: str | float | None) -> Ratio:
     """The R box: 'auto' (or empty) or a number in [0, 1) (the one parser of R, pruning.parse_r)."""
     return parse_ratio("" if text is None else text)
+
+
+def k_range(n_layers: int) -> tuple[int, int]:
+    """The K values a model with `n_layers` LLM layers accepts (the registry's K option bounds the low end)."""
+    return int(REGISTRY.option("k").low), n_layers - 1
+
+
+def parse_k(value, n_layers: int) -> int:
+    """The K box: a whole number in `k_range`, or an InputError saying so (2.5 is refused, not rounded)."""
+    low, high = k_range(n_layers)
+    try:
+        k = float(value)
+    except (TypeError, ValueError):
+        k = float("nan")
+    if not (k.is_integer() and low <= k <= high):
+        shown = f"{k:g}" if k == k else repr(value)
+        raise InputError(f"K must be a whole number from {low} to {high} (the model has {n_layers} LLM layers), "
+                         f"got {shown}")
+    return int(k)
 
 
 def _heatmaps(images: list | None):
@@ -218,8 +237,8 @@ class ChatActions:
     def config(self, s: Settings) -> tuple[PruneConfig, int | None]:
         """The pruning the controls ask for; options without a control keep the server's defaults."""
         cfg = self.qa.prune.for_method(s.method)
-        if s.k is not None and "k" in cfg.method_spec.option_names:  # the K box: for the methods with a K
-            cfg = replace(cfg, k=int(s.k))
+        if s.k is not None and "k" in cfg.method_spec.option_names:  # the K box (empty: the default)
+            cfg = replace(cfg, k=parse_k(s.k, self.qa.dims.n_layers))
         return replace(cfg, r=parse_r(s.r)), int(s.frames or 0) or None
 
     def refused(self, typed: str, session: ChatSession):

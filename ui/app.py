@@ -20,7 +20,7 @@ import gradio as gr
 from videoqa.model import packaged_path
 from videoqa.pruning import REGISTRY
 
-from .actions import ANSWER, ChatActions, parse_r
+from .actions import ANSWER, ChatActions, k_range, parse_r
 from .media import VIDEO_EXTENSIONS, list_examples, list_samples, sweep_cache
 from .session import ChatSession
 
@@ -150,10 +150,12 @@ def _clip_panel(qa, examples) -> dict:
     dims, default = qa.dims, qa.prune
     with gr.Accordion("Pruning", open=True):
         ui["method"] = gr.Radio(list(REGISTRY.names()), value=default.method, label="Method", elem_id="method")
-        k = REGISTRY.option("k")  # the K box: for the methods that prune inside the LLM at layer K
-        ui["k"] = gr.Number(value=k.default if default.k is None else default.k, precision=0, minimum=k.low,
-                            maximum=dims.n_layers - 1,
-                            label=f"K (FastV layer, 1..{dims.n_layers - 1})")
+        # The K box: for the methods that prune inside the LLM at layer K. No bounds or rounding here: Gradio
+        # would refuse a value with a bare "Error" badge, or turn 2.5 into 2; the action says what is wrong.
+        low, high = k_range(dims.n_layers)
+        k = REGISTRY.option("k")
+        ui["k"] = gr.Number(value=k.default if default.k is None else default.k, precision=None,
+                            label=f"K (FastV layer, {low}..{high})", elem_id="k")
         ui["r"] = gr.Textbox(value=str(default.r), label="R (share dropped, 0..1) or auto", max_lines=1)
         ui["frames"] = gr.Slider(0, MAX_FRAMES, value=qa.frames or 0, step=1, label="Frames (0 = default / auto)")
         ui["show_scores"] = gr.Checkbox(False, label="Colour patches by attention score")

@@ -1,0 +1,77 @@
+"""The web chat's behaviour as an API client sees it (issue 22): a served app driven by gradio_client.
+Each test names the issue's item it covers. Layout and looks are tested in test_browser.py."""
+
+from __future__ import annotations
+
+import html
+import socket
+from pathlib import Path
+
+import pytest
+from clipgen import write_clip
+from gradio_client import Client, handle_file
+from videoqa.ui.app import build_app, launch
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory) -> Path:
+    return write_clip(tmp_path_factory.mktemp("behaviour") / "walk.mp4", n_frames=30, size=(80, 48))
+
+
+@pytest.fixture(scope="module")
+def served(tiny_qa):
+    app = build_app(tiny_qa, samples_dir=None)
+    _, url, _ = launch(app, port=free_port(), samples_dir=None, block=False)
+    yield app, url
+    app.close()
+
+
+@pytest.fixture
+def client(served) -> Client:
+    """A fresh browser session (its own clip and conversation)."""
+    return Client(served[1], verbose=False, download_files=False)
+
+
+def text_of(message: dict) -> str:
+    content = message["content"]
+    if isinstance(content, list):  # Gradio 6 normalises messages to content blocks
+        content = "".join(c.get("text", "") for c in content if c.get("type") == "text")
+    return html.unescape(content)
+
+
+def texts(chat: list[dict]) -> list[str]:
+    return [text_of(m) for m in chat]
+
+
+def ask(client: Client, question: str, method="fastv", k=2, r="0.5", frames=0, scores=False):
+    """(chat, heatmaps, stats) once the answer is complete."""
+    return client.predict(question, method, k, r, frames, scores, api_name="/ask")
+
+
+def load(client: Client, path: Path) -> list[dict]:
+    return client.predict(handle_file(str(path)), api_name="/load_clip")[0]
+
+
+# -- item 1: K out of range -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("k", [0, -1, 4, 99, 2.5])
+def test_bad_k_gets_a_message_in_the_chat(client, clip, tiny_qa, k):
+    assert tiny_qa.dims.n_layers == 4
+    load(client, clip)
+    chat, _, _ = ask(client, "What colour is it?", k=k)  # before: gradio.exceptions.AppError, no message
+    last = texts(chat)[-1]
+    assert last.startswith("⚠️ K must be a whole number from 1 to 3"), last
+    assert f"got {k:g}" in last
+
+
+def test_k_control_says_its_range(served, tiny_qa):
+    app, _ = served
+    k = next(b for b in app.blocks.values() if getattr(b, "label", None) and str(b.label).startswith("K "))
+    assert "1..3" in k.label
+    assert k.precision is None  # 2.5 reaches the action (refused there), not rounded to 2 on the way
