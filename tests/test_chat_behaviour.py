@@ -75,3 +75,18 @@ def test_k_control_says_its_range(served, tiny_qa):
     k = next(b for b in app.blocks.values() if getattr(b, "label", None) and str(b.label).startswith("K "))
     assert "1..3" in k.label
     assert k.precision is None  # 2.5 reaches the action (refused there), not rounded to 2 on the way
+
+
+# -- item 13: privacy -----------------------------------------------------------------------------------
+
+def test_a_session_does_not_learn_that_another_encoded_the_same_clip(served, clip, tiny_qa):
+    first, second = (Client(served[1], verbose=False, download_files=False) for _ in range(2))
+    load(first, clip)
+    ask(first, "What colour is it?")
+    load(second, clip)  # the same file from another user: the server's encode cache holds it
+    before = tiny_qa.encode_count
+    _, _, stats = ask(second, "What colour is it?")
+    assert tiny_qa.encode_count == before  # it was a cache hit ...
+    assert "cached" not in stats and "already encoded" not in stats  # ... that this session is not told about
+    _, _, stats = ask(second, "Where does it go?")
+    assert "cached (follow-up, no re-encode)" in stats  # its own follow-up still says so

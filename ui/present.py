@@ -31,12 +31,11 @@ def where_pruned(layer: int | None) -> str:
 
 
 def encode_label(answer, follow_up: bool) -> str:
-    """How the clip's encoding was obtained, told from this conversation's point of view: the shared
-    cache may hold a clip another tab encoded, which is not a follow-up for this one."""
+    """How the clip's encoding was obtained, told from this conversation's point of view. The shared cache
+    may hold a clip another tab encoded: saying so would tell this user what someone else uploaded, so only
+    this conversation's own follow-ups are called cached."""
     s = answer.stats
-    if not s.encode_cached:
-        return f"{s.t_encode:.3f} s"
-    return "cached (follow-up, no re-encode)" if follow_up else "cached (clip already encoded on this server)"
+    return "cached (follow-up, no re-encode)" if s.encode_cached and follow_up else f"{s.t_encode:.3f} s"
 
 
 def format_stats(answer, follow_up: bool = False) -> str:
