@@ -50,6 +50,16 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def short_context_qa(tmp_path_factory):
+    """Like tiny_qa with a 1024-token context: 8 frames (520 visual tokens) leave room for ~20 chat turns."""
+    from videoqa.pipeline import VideoQA
+    from videoqa.pruning import PruneConfig
+
+    path = make_tiny_model(tmp_path_factory.mktemp("tiny-short"), TinySpec(family="llama", context=1024))
+    return VideoQA.from_pretrained(str(path), prune=PruneConfig(method="fastv", k=2, r=0.5), max_new_tokens=8)
+
+
+@pytest.fixture(scope="session")
 def tiny_qa(tiny_model_dir):
     from videoqa.pipeline import VideoQA
     from videoqa.pruning import PruneConfig

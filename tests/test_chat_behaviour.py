@@ -90,3 +90,33 @@ def test_a_session_does_not_learn_that_another_encoded_the_same_clip(served, cli
     assert "cached" not in stats and "already encoded" not in stats  # ... that this session is not told about
     _, _, stats = ask(second, "Where does it go?")
     assert "cached (follow-up, no re-encode)" in stats  # its own follow-up still says so
+
+
+# -- item 3: long conversations -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def served_short(short_context_qa):
+    app = build_app(short_context_qa, samples_dir=None)
+    _, url, _ = launch(app, port=free_port(), samples_dir=None, block=False)
+    yield url
+    app.close()
+
+
+def test_a_40_turn_conversation_keeps_its_frames_and_says_once_that_old_turns_are_dropped(
+        served_short, short_context_qa, clip):
+    c = Client(served_short, verbose=False, download_files=False)
+    load(c, clip)
+    history = []
+    for turn in range(40):
+        q = f"Follow-up number {turn}: what colour is the shape now?"
+        chat, gallery, stats = ask(c, q)
+        assert texts(chat)[-1] != "…" and "⚠️" not in texts(chat)[-1], (turn, texts(chat)[-1])
+        assert len(gallery) == 8, turn  # the planned frames, every turn (before: 8, 7, 5, 3, 1, then errors)
+        assert "8 sampled" in stats
+        history.append((q, next(t for t in reversed(texts(chat)) if not t.startswith("ℹ️"))))
+    notices = [t for t in texts(chat) if "no longer fits the model's context" in t]
+    assert len(notices) == 1
+    assert "turns left out" in stats
+    # The last answer is the pipeline's for the same conversation (which drops the same oldest turns).
+    direct = short_context_qa.ask(clip, history[-1][0], history=history[:-1])
+    assert direct.stats.history_dropped > 0 and direct.text == history[-1][1]

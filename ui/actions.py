@@ -228,7 +228,13 @@ class ChatActions:
         ex.answer, ex.state = answer.text, "done"
         ex.record = exchange_record(answer, text, "done")
         session.show(ex, text)
-        session.add_notes(ex, [f"⚠️ {w}" for w in answer_warnings(answer)])
+        notes = [f"⚠️ {w}" for w in answer_warnings(answer)]
+        if answer.stats.history_dropped and not session.told_history_dropped:
+            session.told_history_dropped = True  # once: from here on every answer drops old turns
+            notes.append(f"ℹ️ The conversation no longer fits the model's context with the clip's "
+                         f"{answer.stats.frames} frames, so the model now sees only the latest questions and "
+                         f"answers (the oldest {answer.stats.history_dropped} left out). Clear to start over.")
+        session.add_notes(ex, notes)
         if self.cache_dir is not None and time.monotonic() >= self._next_sweep:
             sweep_cache(self.cache_dir, self.max_age_s, keep=self.keep)
             self._next_sweep = time.monotonic() + self.max_age_s / 2

@@ -57,6 +57,8 @@ def format_stats(answer, follow_up: bool = False) -> str:
         ("time", f"decode {s.t_sample:.3f} s · encode {encode_label(answer, follow_up)} · prefill "
                  f"{s.t_prefill:.3f} s · generate {s.t_generate:.3f} s · total {s.t_total:.3f} s"),
         ("speed", f"{s.tokens_per_s:.1f} tokens/s ({s.new_tokens} new tokens, prompt {s.prompt_tokens})"),
+        *([("conversation", f"the oldest {s.history_dropped} turns left out: with them the frames would not fit "
+                            f"the context")] if getattr(s, "history_dropped", 0) else []),
         ("peak memory", f"{fmt_bytes(s.peak_memory_bytes)} ({s.peak_memory_kind}) · {s.device}, {s.dtype}"),
     ]
     return ("| answer | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)

@@ -66,6 +66,7 @@ class ChatSession:
     epoch: int = 0  # bumped by each new conversation: answers still running for an older one are dropped
     next_id: int = 0
     stop_below: int = 0  # exchanges with a smaller id are stopped
+    told_history_dropped: bool = False  # the chat said once that the oldest turns no longer fit the context
 
     def __post_init__(self) -> None:
         # Not a field: Gradio deep-copies the initial session for each tab and turns it into a dict.
@@ -86,6 +87,7 @@ class ChatSession:
             self.messages, self.exchanges = [], []
             self.epoch += 1
             self.stop_below = self.next_id
+            self.told_history_dropped = False
 
     def say(self, text: str) -> None:
         with self.lock:

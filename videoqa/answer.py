@@ -35,6 +35,7 @@ class Stats:
     encode_cached: bool
     device: str
     dtype: str
+    history_dropped: int = 0  # oldest (question, answer) turns the model did not see: they left no room for the frames
 
 
 @dataclass(frozen=True)

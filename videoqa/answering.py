@@ -86,6 +86,7 @@ def assemble(qa, requests: list[Request], run: BatchRun, new_ids: list[list[int]
             tokens_per_s=len(new_ids[i]) / run.t_generate if run.t_generate > 0 else 0.0,
             peak_memory_bytes=peak, peak_memory_kind=kind, cache_bytes=run.cache_bytes // len(requests),
             encode_cached=req.encode_cached, device=str(qa.device), dtype=str(qa.dtype).removeprefix("torch."),
+            history_dropped=req.history_dropped,
         )
         flops = estimate_flops(qa.dims, len(req.ids) - len(req.visual), n_vis, len(kept_idx), req.cfg.layer)
         text = qa.processor.tokenizer.decode(new_ids[i], skip_special_tokens=True).strip()

@@ -25,7 +25,7 @@ from .model import PROMPT_TEMPLATES, LoadedModel, build_prompt, load_model
 from .prompt_tokens import expand_video_slot, prompt_ids
 from .pruning import Acts, EncodedVideo, ModelDims, PruneConfig, Selection, keep_count
 from .pruning.adaptive import AdaptivePolicy, free_memory_bytes
-from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, Plan, check_context, plan
+from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, Plan, check_context, fits_context, largest, plan
 from .request import Collated, Request, collate
 from .video import Clip, probe_video, sample_frames
 from .vision import LRU, encode_frames, frames_hash
@@ -164,14 +164,19 @@ class VideoQA:
         frames = frames or self.frames
         if frames is not None and frames < 1:
             raise InputError(f"frames must be >= 1, got {frames}")
-        text_ids = self.prompt_ids(question.strip(), history)
-        n_text = len(text_ids) - 1
         duration = None
         if cfg.adaptive:
             if isinstance(video, Clip):
                 duration, frames = video.info.duration_s, len(video.frames)
             else:
                 duration = probe_video(video).duration_s
+            if free_bytes is None:  # read once: every plan below must see the same memory
+                free_bytes = self.free_memory(self.device)
+        history = list(history or [])
+        kept_turns = self.turns_that_fit(video, question.strip(), history, cfg, frames, max_new, duration,
+                                         free_bytes, share)
+        text_ids = self.prompt_ids(question.strip(), history[len(history) - kept_turns:])
+        n_text = len(text_ids) - 1
         planned = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share)
         n_frames = len(video.frames) if isinstance(video, Clip) else planned.frames
         check_context(self.dims, n_frames, n_text, cfg, planned.r, min(max_new, ANSWER_RESERVE))
@@ -187,7 +192,36 @@ class VideoQA:
         room = self.dims.context - len(ids) - hidden
         return Request(question=question, clip=clip, enc=enc, encode_cached=cached, ids=ids, cfg=cfg, plan=planned,
                        selection=sel, max_new=min(max_new, room), context_capped=room < max_new, t_start=t_start,
-                       t_sample=t_sample, t_encode=t_encode)
+                       t_sample=t_sample, t_encode=t_encode, history_dropped=len(history) - kept_turns)
+
+    def turns_that_fit(self, video, question: str, history: list[tuple[str, str]], cfg: PruneConfig,
+                       frames: int | None, max_new: int, duration: float | None, free_bytes: int | None,
+                       share: int) -> int:
+        """How many of the latest `history` turns the model can see without costing the video frames: the
+        frames planned for the question alone must still be planned and fit the context. Chat products keep
+        a long conversation going the same way, dropping its oldest turns; never the video's frames."""
+        if not history:
+            return 0
+        reserve = min(max_new, ANSWER_RESERVE)
+
+        def n_frames(n_text: int) -> tuple[int, float]:
+            planned = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share)
+            return (len(video.frames) if isinstance(video, Clip) else planned.frames), planned.r
+
+        try:
+            wanted, _ = n_frames(self.text_tokens(question))
+        except InputError:
+            return 0  # not even the question alone fits: prepare raises the error for it
+
+        def fits(n_turns: int) -> bool:
+            n_text = self.text_tokens(question, history[len(history) - n_turns:])
+            try:
+                f, r = n_frames(n_text)
+            except InputError:
+                return False
+            return f >= wanted and fits_context(self.dims, f, n_text, cfg, r, reserve)
+
+        return max(0, largest(fits, 0, len(history)))
 
     # -- the LLM ------------------------------------------------------------------------------------
 
