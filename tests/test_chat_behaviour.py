@@ -21,7 +21,8 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory) -> Path:
-    return write_clip(tmp_path_factory.mktemp("behaviour") / "walk.mp4", n_frames=30, size=(80, 48))
+    # A clip of its own: Gradio caches uploads by content in a folder other servers on this machine share
+    return write_clip(tmp_path_factory.mktemp("behaviour") / "walk.mp4", n_frames=31, size=(88, 56))
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +121,54 @@ def test_a_40_turn_conversation_keeps_its_frames_and_says_once_that_old_turns_ar
     # The last answer is the pipeline's for the same conversation (which drops the same oldest turns).
     direct = short_context_qa.ask(clip, history[-1][0], history=history[:-1])
     assert direct.stats.history_dropped > 0 and direct.text == history[-1][1]
+
+
+# -- item 2: heatmap images are never rewritten while served --------------------------------------------
+
+def test_every_heatmap_of_ten_compare_runs_is_a_complete_png_never_rewritten(client, clip, monkeypatch):
+    """The issue's check: every heatmap URL of ten consecutive Compare runs, fetched while the next run
+    renders, is a whole PNG. A rewrite in place (the cause) is only sometimes caught by a fetch, so every
+    in-place rewrite of an existing file is also recorded, and none may hit a served file."""
+    import io
+    import pathlib
+    import threading
+
+    import httpx
+    from PIL import Image
+
+    rewritten: set[str] = set()
+    write_bytes = pathlib.Path.write_bytes
+
+    def recording(self, data):
+        if self.exists():
+            rewritten.add(str(self.resolve()))
+        return write_bytes(self, data)
+
+    monkeypatch.setattr(pathlib.Path, "write_bytes", recording)
+    load(client, clip)
+    served: set[str] = set()
+    bad: list[str] = []
+    fetchers = []
+
+    def fetch(urls: list[str]) -> None:
+        with httpx.Client(timeout=30) as http:
+            for url in urls:
+                try:
+                    Image.open(io.BytesIO(http.get(url).content)).load()  # a truncated PNG fails here
+                except Exception as e:  # noqa: BLE001 - any failure to fetch a whole image counts
+                    bad.append(f"{url}: {type(e).__name__}: {e}")
+
+    for run in range(10):  # identical runs render identical heatmaps: the case that rewrote files
+        status, *per_method = client.predict("What is happening?", 2, "0.5", 0, False, api_name="/compare")
+        assert status.startswith("Compared"), status
+        urls = []
+        for gallery in per_method[1::3]:
+            assert len(gallery) == 8, (run, per_method[0::3])
+            served |= {str(pathlib.Path(item["image"]["path"]).resolve()) for item in gallery}
+            urls += [item["image"]["url"] for item in gallery]
+        fetchers.append(threading.Thread(target=fetch, args=(urls,)))
+        fetchers[-1].start()
+    for t in fetchers:
+        t.join()
+    assert not bad, bad[:3]
+    assert not served & rewritten, sorted(served & rewritten)[:3]

@@ -60,6 +60,23 @@ def parse_k(value, n_layers: int) -> int:
     return int(k)
 
 
+def gallery_files(images: list, out_dir: Path) -> list[tuple[str, str]]:
+    """The heatmaps as PNG files in a folder of their own, each written under a temporary name and renamed
+    into place. Gradio saves PIL images under a name made from their content, rewriting that file each
+    time the same picture is shown again, possibly while a browser is reading it (a broken image); a file
+    path it copies once, atomically, and never rewrites."""
+    folder = out_dir / "heatmaps" / uuid.uuid4().hex
+    folder.mkdir(parents=True)
+    files = []
+    for i, (image, caption) in enumerate(images):
+        path = folder / f"frame{i + 1:03d}.png"
+        partial = folder / f".frame{i + 1:03d}.part.png"
+        image.save(partial, format="png")
+        partial.replace(path)
+        files.append((str(path), caption))
+    return files
+
+
 def _heatmaps(images: list | None):
     """The chat's heatmap gallery: shown only when there is an answer to show it for."""
     return gr.update(value=images, visible=images is not None)
@@ -223,7 +240,8 @@ class ChatActions:
             return self._out(session)
         follow_up = session.answered_before(ex)
         vp = self.qa.processor.video_processor
-        gallery = render_heatmaps(answer.clip, answer.kept, vp.size, vp.crop_size, show_scores=ex.settings.show_scores)
+        gallery = gallery_files(render_heatmaps(answer.clip, answer.kept, vp.size, vp.crop_size,
+                                                show_scores=ex.settings.show_scores), self.work_dir)
         text = answer.text or "(empty answer)"
         ex.answer, ex.state = answer.text, "done"
         ex.record = exchange_record(answer, text, "done")
@@ -235,8 +253,8 @@ class ChatActions:
                          f"{answer.stats.frames} frames, so the model now sees only the latest questions and "
                          f"answers (the oldest {answer.stats.history_dropped} left out). Clear to start over.")
         session.add_notes(ex, notes)
-        if self.cache_dir is not None and time.monotonic() >= self._next_sweep:
-            sweep_cache(self.cache_dir, self.max_age_s, keep=self.keep)
+        if time.monotonic() >= self._next_sweep:
+            sweep_cache(self.cache_dir or self.work_dir / "heatmaps", self.max_age_s, keep=self.keep)
             self._next_sweep = time.monotonic() + self.max_age_s / 2
         return self._out(session, _heatmaps(gallery), format_stats(answer, follow_up))
 
@@ -342,7 +360,8 @@ class ChatActions:
                     yield text, SKIP, SKIP
                 else:
                     vp = self.qa.processor.video_processor
-                    gallery = render_heatmaps(item.clip, item.kept, vp.size, vp.crop_size, show_scores=show_scores)
+                    gallery = gallery_files(render_heatmaps(item.clip, item.kept, vp.size, vp.crop_size,
+                                                            show_scores=show_scores), self.work_dir)
                     notes = "".join(f"\n\n⚠️ {w}" for w in answer_warnings(item))
                     yield item.text or "(empty answer)", gallery, summary_line(item) + notes
         except VideoQAError as e:
