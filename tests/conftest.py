@@ -17,7 +17,7 @@ SAMPLE_CLIPS = sorted((REPO / "samples" / "clips").glob("*.mp4"))
 # Tests that take seconds each (a Ray cluster, a browser, a wheel build, fresh processes, long decodes; measured
 # with `--durations` on a 2-core machine), marked `slow` here in one list rather than in each file:
 # `make test-fast` leaves them out, `make test` (what CI runs) runs everything.
-SLOW_FILES = {"test_ray.py", "test_browser.py", "test_wheel.py"}
+SLOW_FILES = {"test_ray.py", "test_browser.py", "test_browser_chat.py", "test_wheel.py"}
 SLOW_TESTS = {  # test functions, every parametrization
     "test_answer_cap_larger_than_the_context_is_capped_by_it",
     "test_bench_command_prints_tables",

@@ -29,7 +29,7 @@ from videoqa.pruning import parse_r as parse_ratio
 
 from .media import VIDEO_EXTENSIONS, Example, preview, sweep_cache
 from .present import answer_warnings, exchange_record, export_document, format_stats, reason, summary_line
-from .session import ChatSession, Exchange, Settings
+from .session import ChatSession, Exchange, Settings, notice
 
 log = logging.getLogger(__name__)
 
@@ -89,13 +89,18 @@ def _skip(values: list) -> tuple:
 ANSWER = ("chat", "gallery", "stats")  # what the API's ask and retry return
 
 
-def _with_final(chat, outputs: Iterator[dict]) -> Iterator[dict]:
+def _with_final(chat, outputs: Iterator[dict], note: str | None = None) -> Iterator[dict]:
     """The chat, heatmaps and stats as they stream, then once more with the latest value of each, so an API
-    client's result is complete (the page keeps what it was shown; a client only sees the last one)."""
-    last = {"chat": chat, "gallery": None, "stats": ""}
+    client's result is complete (the page keeps what it was shown; a client only sees the last one). `note`:
+    the page's notice line (e.g. "Type a question first."), which an API client gets at the end of the chat
+    it receives (it is not part of the conversation)."""
+    extra = [notice(note)] if note else []
+    last = {"chat": chat + extra, "gallery": None, "stats": ""}
     yield dict(last)
     for out in outputs:
         new = {name: out[name] for name in ANSWER if name in out}
+        if "chat" in new:
+            new["chat"] = new["chat"] + extra
         last |= new
         yield new
     yield dict(last)
@@ -165,13 +170,11 @@ class ChatActions:
         question cannot be asked yet (no clip)."""
         question = (question or "").strip()
         if not question:
-            session.say("⚠️ Type a question first.")
-            return {"chat": session.chat()}
+            return {"chat": session.chat(), "notice": "⚠️ Type a question first."}
         if session.clip is None:
-            session.say("⚠️ Upload a clip (or pick an example) first.")
-            return {"chat": session.chat()}
+            return {"chat": session.chat(), "notice": "⚠️ Upload a clip (or pick an example) first."}
         session.add_question(question, Settings(method, k, str(r), frames, bool(show_scores)))
-        return {"chat": session.chat(), "question": "", "stop": gr.update(interactive=True)}
+        return {"chat": session.chat(), "question": "", "stop": gr.update(interactive=True), "notice": ""}
 
     def run(self, session: ChatSession) -> Iterator[dict]:
         """Answer the tab's queued questions in order. Yields the chat, and the heatmaps, stats and stop
@@ -279,21 +282,19 @@ class ChatActions:
     def stop(self, session: ChatSession):
         """Stop the answer being written (its text so far stays) and the questions waiting behind it."""
         if not session.stop():
-            session.say("Nothing to stop.")
-        return {"chat": session.chat()}
+            return {"chat": session.chat(), "notice": "Nothing to stop."}
+        return {"chat": session.chat(), "notice": ""}
 
     def retry(self, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
         """Ask the last question again (with the current settings), replacing its answer."""
         if session.busy():
-            session.say("Still answering: press Stop first, then Retry.")
-            return {"chat": session.chat()}
+            return {"chat": session.chat(), "notice": "Still answering: press Stop first, then Retry."}
         last = session.last_finished()
         if last is None:
-            session.say("Nothing to retry yet: ask a question first.")
-            return {"chat": session.chat()}
+            return {"chat": session.chat(), "notice": "Nothing to retry yet: ask a question first."}
         session.forget(last)
         chat = self.enqueue(last.question, session, method, k, r, frames, show_scores)["chat"]
-        return {"chat": chat, "stop": gr.update(interactive=True)}
+        return {"chat": chat, "stop": gr.update(interactive=True), "notice": ""}
 
     def clear(self, session: ChatSession):
         """Forget the conversation (the chat and what the model remembers); keep the clip."""
@@ -302,26 +303,36 @@ class ChatActions:
                 "export_file": gr.update(value=None, visible=False)}
 
     def export(self, session: ChatSession):
-        """The conversation as a JSON file: each question, the answer shown, its stats and kept-token record."""
-        doc = export_document(self.qa.name, session.clip_name, session.records())
+        """The conversation as a JSON file: each question, the answer shown, its stats and kept-token record.
+        Nothing (and a notice) while no question has been answered."""
+        records = session.records()
+        if not records:
+            return {"export_file": gr.update(value=None, visible=False),
+                    "notice": "Nothing to export yet: ask a question first."}
+        doc = export_document(self.qa.name, session.clip_name, records)
         stem = Path(session.clip_name).stem or "conversation"
         out = self.work_dir / "exports" / uuid.uuid4().hex[:12] / f"videoqa-{stem}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=1, ensure_ascii=False))
-        return {"export_file": gr.update(value=str(out), visible=True)}
+        return {"export_file": gr.update(value=str(out), visible=True), "notice": ""}
+
+    def withdraw_export(self):
+        """The chat changed: an exported file no longer holds the conversation on screen, so it is no longer
+        offered (Export writes a fresh one)."""
+        return {"export_file": gr.update(value=None, visible=False)}
 
     # -- API-only endpoints (one call each for clients; the page uses enqueue + run) ---------------------
 
     def ask(self, question: str, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
         """Ask one question and stream its answer. Yields the chat, heatmaps and stats (`ANSWER`) as they
         change; the last output holds all three."""
-        chat = self.enqueue(question, session, method, k, r, frames, show_scores)["chat"]
-        yield from _with_final(chat, self.run(session))
+        out = self.enqueue(question, session, method, k, r, frames, show_scores)
+        yield from _with_final(out["chat"], self.run(session), out.get("notice"))
 
     def retry_api(self, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
         """Ask the last question again with these settings; outputs as for ask."""
-        chat = self.retry(session, method, k, r, frames, show_scores)["chat"]
-        yield from _with_final(chat, self.run(session))
+        out = self.retry(session, method, k, r, frames, show_scores)
+        yield from _with_final(out["chat"], self.run(session), out.get("notice"))
 
     # -- compare ----------------------------------------------------------------------------------------
 

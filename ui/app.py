@@ -107,6 +107,8 @@ def _chat_tab() -> dict:
         ui["retry"] = gr.Button("Retry", size="sm", min_width=60, elem_id="retry")
         ui["clear"] = gr.Button("Clear", size="sm", min_width=60, elem_id="clear")
         ui["export"] = gr.Button("Export JSON", size="sm", min_width=60, elem_id="export")
+    # One line for notices about the controls ("Type a question first."): not turns of the conversation.
+    ui["notice"] = gr.Markdown("", elem_id="notice")
     ui["export_file"] = gr.File(label="Conversation (JSON)", visible=False, elem_id="export-file")
     ui["stats"] = gr.Markdown(label="Answer stats", elem_id="stats")
     ui["gallery"] = gr.Gallery(
@@ -188,9 +190,9 @@ def _wire(ui: dict, actions: ChatActions) -> None:
     # Asking: the question moves into the chat at once, then the model answers the tab's queue.
     enqueue = functools.partial(gr.on, [ui["send"].click, question.submit])
     for started in (
-        on(enqueue, actions.enqueue, [question, s, *settings], ("chat", "question", "stop"),
+        on(enqueue, actions.enqueue, [question, s, *settings], ("chat", "question", "stop", "notice"),
            trigger_mode="multiple", api_name="ui_enqueue", **instant),
-        on(ui["retry"].click, actions.retry, [s, *settings], ("chat", "stop"), trigger_mode="multiple",
+        on(ui["retry"].click, actions.retry, [s, *settings], ("chat", "stop", "notice"), trigger_mode="multiple",
            api_name="ui_retry", **instant),
     ):
         answering = on(started.success, actions.run, [s], ("chat", "gallery", "stats", "stop"),
@@ -200,12 +202,13 @@ def _wire(ui: dict, actions: ChatActions) -> None:
         # output here too (gallery and stats left as they are), which takes the error badge off each of them.
         on(answering.failure, actions.refused, [question, s], ("chat", "question", "gallery", "stats", "stop"),
            api_name=False, **instant)
-    on(ui["stop"].click, actions.stop, [s], ("chat",), api_name="ui_stop", **instant)
+    on(ui["stop"].click, actions.stop, [s], ("chat", "notice"), api_name="ui_stop", **instant)
     cleared = ("chat", "gallery", "stats", "export_file")
     on(ui["clear"].click, actions.clear, [s], cleared, api_name="ui_clear", **instant)
     # The chat's own trash icon: the same reset as Clear (the model forgets too, not just the display).
     on(ui["chat"].clear, actions.clear, [s], cleared, api_name="ui_chat_clear", **instant)
-    on(ui["export"].click, actions.export, [s], ("export_file",), api_name="ui_export", **instant)
+    on(ui["export"].click, actions.export, [s], ("export_file", "notice"), api_name="ui_export", **instant)
+    on(ui["chat"].change, actions.withdraw_export, None, ("export_file",), api_name=False, **instant)
 
     comparing = gr.on([ui["compare_run"].click, ui["compare_question"].submit], actions.compare,
                       _compare_inputs(ui), _compare_outputs(ui), show_progress="minimal", api_name="ui_compare",
