@@ -56,3 +56,18 @@ def test_notices_about_the_controls_do_not_pile_up_in_the_chat(page, clips):
     ask(page, "What colour is it?")
     expect(page.locator("#notice")).to_have_text("")  # a question asked: the notice is gone
     wait_answered(page)
+
+
+# -- item 7: Stop shows at once that it is stopping -----------------------------------------------------
+
+def test_stop_shows_the_stopping_state_at_once(page, clips, held):
+    upload(page, clips["walk"])
+    held.hold()
+    ask(page, "What colour is it?")
+    partial = first_token_shown(page, 2)
+    page.locator("#stop").click()
+    # The answer is still held (its loop has not seen the Stop yet): the page says so anyway, at once.
+    expect(rows(page).nth(2)).to_have_text(f"{partial} (stopping…)", timeout=2_000)
+    expect(page.locator("#stop")).to_be_disabled(timeout=2_000)
+    held.release()
+    expect(rows(page).nth(2)).to_have_text(f"{partial} (stopped)")

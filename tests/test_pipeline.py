@@ -387,3 +387,23 @@ def test_a_long_history_drops_its_oldest_turns_not_the_frames(short_context_qa, 
         one_more = short_context_qa.ask(clip, "What colour?", history=history[dropped - 1:], prune=cfg)
         assert one_more.stats.history_dropped == 1
         assert answer.to_dict()["stats"]["history_dropped"] == dropped
+
+
+def test_cancel_stops_decoding_between_frames(tiny_qa, tmp_path):
+    """Issue 22 item 7: a cancel check is asked between decoded frames; True stops before the clip is encoded."""
+    from clipgen import write_clip
+
+    from videoqa.errors import Cancelled
+
+    clip = write_clip(tmp_path / "long.mp4", n_frames=120, size=(64, 64))
+    asked = []
+
+    def cancel() -> bool:
+        asked.append(1)
+        return len(asked) > 3  # stop at the fourth check
+
+    before = tiny_qa.encode_count
+    with pytest.raises(Cancelled, match="stopped while decoding frames"):
+        list(tiny_qa.stream(clip, "What is it?", cancel=cancel))
+    assert len(asked) == 4 and tiny_qa.encode_count == before  # stopped at once, nothing encoded
+    assert tiny_qa.ask(clip, "What is it?").stats.frames == 8  # the pipeline is free again

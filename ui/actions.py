@@ -22,7 +22,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from videoqa.errors import InputError, VideoQAError
+from videoqa.errors import Cancelled, InputError, VideoQAError
 from videoqa.heatmap import render_heatmaps
 from videoqa.pruning import REGISTRY, PruneConfig, Ratio
 from videoqa.pruning import parse_r as parse_ratio
@@ -198,19 +198,25 @@ class ChatActions:
         text, answer, clip = "", None, session.clip
         try:
             cfg, frames = self.config(ex.settings)
-            stream = self.qa.stream(clip, ex.question, history=session.history(ex), prune=cfg, frames=frames)
+            stream = self.qa.stream(clip, ex.question, history=session.history(ex), prune=cfg, frames=frames,
+                                    cancel=lambda: session.stopped(ex))
             try:
                 for item in stream:
                     if session.stopped(ex):
                         break  # closing the stream ends generation
                     if isinstance(item, str):
                         text += item
+                        if session.stopped(ex):
+                            break
                         session.show(ex, text.strip() or "…")
                         yield self._out(session)
                     else:
                         answer = item
             finally:
                 stream.close()
+        except Cancelled:  # Stop pressed while the clip was decoded or encoded
+            yield self._stopped(session, ex, text)
+            return
         except VideoQAError as e:
             yield self._fail(session, ex, text, reason(e))
             return
@@ -283,7 +289,8 @@ class ChatActions:
         """Stop the answer being written (its text so far stays) and the questions waiting behind it."""
         if not session.stop():
             return {"chat": session.chat(), "notice": "Nothing to stop."}
-        return {"chat": session.chat(), "notice": ""}
+        # At once, before the answer's own loop notices: the button is done, the answer says it is stopping.
+        return {"chat": session.chat(), "notice": "", "stop": gr.update(interactive=False)}
 
     def retry(self, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
         """Ask the last question again (with the current settings), replacing its answer."""

@@ -202,7 +202,7 @@ def _wire(ui: dict, actions: ChatActions) -> None:
         # output here too (gallery and stats left as they are), which takes the error badge off each of them.
         on(answering.failure, actions.refused, [question, s], ("chat", "question", "gallery", "stats", "stop"),
            api_name=False, **instant)
-    on(ui["stop"].click, actions.stop, [s], ("chat", "notice"), api_name="ui_stop", **instant)
+    on(ui["stop"].click, actions.stop, [s], ("chat", "notice", "stop"), api_name="ui_stop", **instant)
     cleared = ("chat", "gallery", "stats", "export_file")
     on(ui["clear"].click, actions.clear, [s], cleared, api_name="ui_clear", **instant)
     # The chat's own trash icon: the same reset as Clear (the model forgets too, not just the display).

@@ -166,6 +166,8 @@ class ChatSession:
                     ex.answer_msg["content"] = "(stopped before it was answered)"
                     n += 1
                 elif ex.state == "answering":
+                    so_far = ex.answer_msg["content"].removesuffix("…").strip()
+                    ex.answer_msg["content"] = f"{so_far} (stopping…)".strip()
                     n += 1
             return n
 

@@ -91,8 +91,9 @@ class VideoQA:
 
     # -- the stages before the LLM ------------------------------------------------------------------
 
-    def sample(self, video: str | Path | Clip, num_frames: int) -> tuple[Clip, float]:
-        """Frames of `video` (decoded once per file version and frame count)."""
+    def sample(self, video: str | Path | Clip, num_frames: int, cancel: Callable[[], bool] | None = None
+               ) -> tuple[Clip, float]:
+        """Frames of `video` (decoded once per file version and frame count); `cancel`: see `stream`."""
         if isinstance(video, Clip):
             return video, 0.0
         t0 = self.clock()
@@ -102,18 +103,18 @@ class VideoQA:
             key = (str(path.resolve()), st.st_mtime_ns, st.st_size, num_frames)
         except OSError:
             key = None  # sample_frames raises the user-facing error
-        clip = (self._clips.get_fresh(key) if key else None) or sample_frames(path, num_frames)
+        clip = (self._clips.get_fresh(key) if key else None) or sample_frames(path, num_frames, cancel=cancel)
         if key:
             self._clips.put(key, clip)
         return clip, self.clock() - t0
 
-    def encode(self, frames: np.ndarray) -> tuple[EncodedVideo, bool]:
+    def encode(self, frames: np.ndarray, cancel: Callable[[], bool] | None = None) -> tuple[EncodedVideo, bool]:
         """The vision tower's output for `frames`, and whether it came from the cache (keyed by content)."""
         key = frames_hash(frames)
         enc = self._encoded.get_fresh(key)
         if enc is not None:
             return enc, True
-        enc = encode_frames(self.model, self.processor, frames, self.device, self.dtype)
+        enc = encode_frames(self.model, self.processor, frames, self.device, self.dtype, cancel)
         self.encode_count += 1
         self._encoded.put(key, enc)
         return enc, False
@@ -155,7 +156,7 @@ class VideoQA:
 
     def prepare(self, video: str | Path | Clip, question: str, history: list[tuple[str, str]] | None,
                 cfg: PruneConfig, frames: int | None, max_new: int, free_bytes: int | None = None,
-                share: int = 1) -> Request:
+                share: int = 1, cancel: Callable[[], bool] | None = None) -> Request:
         """The stages before the LLM for one question: plan, sample, encode, select, the prompt's ids.
         `free_bytes`, `share`: see `plan`."""
         t_start = self.clock()
@@ -180,10 +181,10 @@ class VideoQA:
         planned = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share)
         n_frames = len(video.frames) if isinstance(video, Clip) else planned.frames
         check_context(self.dims, n_frames, n_text, cfg, planned.r, min(max_new, ANSWER_RESERVE))
-        clip, t_sample = self.sample(video, n_frames)
+        clip, t_sample = self.sample(video, n_frames, cancel)
 
         t0 = self.clock()
-        enc, cached = self.encode(clip.frames)
+        enc, cached = self.encode(clip.frames, cancel)
         t_encode = 0.0 if cached else self.clock() - t0
         sel = self.select(enc, cfg, planned.r)
         ids = torch.tensor(expand_video_slot(text_ids, self.model.config.video_token_id, len(sel.visual)),
@@ -291,13 +292,15 @@ class VideoQA:
 
     def stream(self, video: str | Path | Clip, question: str, history: list[tuple[str, str]] | None = None,
                prune: PruneConfig | None = None, frames: int | None = None,
-               max_new_tokens: int | None = None) -> Iterator[str | Answer]:
+               max_new_tokens: int | None = None, cancel: Callable[[], bool] | None = None
+               ) -> Iterator[str | Answer]:
         """Yields the answer text as it is generated (str deltas), then the final Answer.
 
-        Holds the pipeline's lock until the generator is exhausted or closed."""
+        `cancel`, asked between decoded frames and before encoding: True stops with `Cancelled` (closing the
+        generator stops generation). Holds the pipeline's lock until the generator is exhausted or closed."""
         with self._lock:
             cfg, max_new = self._config(prune, max_new_tokens)
-            events = self.generate([self.prepare(video, question, history, cfg, frames, max_new)])
+            events = self.generate([self.prepare(video, question, history, cfg, frames, max_new, cancel=cancel)])
             while True:
                 try:
                     yield next(events).text
