@@ -172,3 +172,27 @@ def test_every_heatmap_of_ten_compare_runs_is_a_complete_png_never_rewritten(cli
         t.join()
     assert not bad, bad[:3]
     assert not served & rewritten, sorted(served & rewritten)[:3]
+
+
+# -- item 6: the Frames control offers what fits --------------------------------------------------------
+
+def test_frames_control_is_bounded_by_the_context_and_a_capped_request_says_why(served_short, short_context_qa,
+                                                                                  clip):
+    from videoqa.pruning.budget import ANSWER_RESERVE, context_room, frame_cap
+
+    dims = short_context_qa.dims
+    c = Client(served_short, verbose=False, download_files=False)
+    info = c.view_api(return_format="dict", print_info=False)["named_endpoints"]["/ask"]["parameters"]
+    frames = next(p for p in info if p["parameter_name"] == "frames")
+    # Independent: the frames whose unpruned tokens fit beside a one-token question and the answer's room.
+    n_text = short_context_qa.text_tokens("?")
+    most = frame_cap(dims, context_room(dims, n_text, ANSWER_RESERVE), False, 0.0)
+    assert most == 14 and f"at most {most}" in frames["label"]  # before: "Frames (0 = default / auto)", to 32
+    with pytest.raises(Exception, match="greater than maximum"):
+        ask(c, "What colour?", frames=most + 1)
+    # A long question leaves room for fewer frames than asked: the chat says why it used fewer.
+    load(c, clip)
+    long_q = "Looking closely at every single part of the clip, " * 12 + "what colour is it?"
+    chat, gallery, _ = ask(c, long_q, r="auto", frames=most)
+    assert len(gallery) < most
+    assert any(f"{most} frames" in t and f"using {len(gallery)} frames" in t for t in texts(chat)), texts(chat)

@@ -26,6 +26,7 @@ from videoqa.errors import Cancelled, InputError, VideoQAError
 from videoqa.heatmap import render_heatmaps
 from videoqa.pruning import REGISTRY, PruneConfig, Ratio
 from videoqa.pruning import parse_r as parse_ratio
+from videoqa.pruning.adaptive import max_frames_for_context
 
 from .media import VIDEO_EXTENSIONS, Example, preview, sweep_cache
 from .present import answer_warnings, exchange_record, export_document, format_stats, reason, summary_line
@@ -75,6 +76,13 @@ def gallery_files(images: list, out_dir: Path) -> list[tuple[str, str]]:
         partial.replace(path)
         files.append((str(path), caption))
     return files
+
+
+def frames_that_fit(qa, upper: int) -> int:
+    """The Frames control's maximum: the most frames whose visual tokens fit the model's context beside the
+    shortest question and the answer's room, all positions counted (the budget rule `prepare` and the CLI
+    apply: pruning/budget.py), at most `upper`."""
+    return max(1, min(upper, max_frames_for_context(qa.dims, qa.text_tokens("?"), qa.policy)))
 
 
 def _heatmaps(images: list | None):
@@ -255,7 +263,8 @@ class ChatActions:
         ex.answer, ex.state = answer.text, "done"
         ex.record = exchange_record(answer, text, "done")
         session.show(ex, text)
-        notes = [f"⚠️ {w}" for w in answer_warnings(answer)]
+        # The adaptive choice's warnings too: e.g. frames asked for that the context could not hold
+        notes = [f"⚠️ {w}" for w in [*answer_warnings(answer), *(getattr(answer.decision, "warnings", None) or [])]]
         if answer.stats.history_dropped and not session.told_history_dropped:
             session.told_history_dropped = True  # once: from here on every answer drops old turns
             notes.append(f"ℹ️ The conversation no longer fits the model's context with the clip's "

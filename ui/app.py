@@ -20,7 +20,7 @@ import gradio as gr
 from videoqa.model import packaged_path
 from videoqa.pruning import REGISTRY
 
-from .actions import ANSWER, ChatActions, k_range, parse_r
+from .actions import ANSWER, ChatActions, frames_that_fit, k_range, parse_r
 from .media import VIDEO_EXTENSIONS, list_examples, list_samples, sweep_cache
 from .session import ChatSession
 
@@ -159,7 +159,9 @@ def _clip_panel(qa, examples) -> dict:
         ui["k"] = gr.Number(value=k.default if default.k is None else default.k, precision=None,
                             label=f"K (FastV layer, {low}..{high})", elem_id="k")
         ui["r"] = gr.Textbox(value=str(default.r), label="R (share dropped, 0..1) or auto", max_lines=1)
-        ui["frames"] = gr.Slider(0, MAX_FRAMES, value=qa.frames or 0, step=1, label="Frames (0 = default / auto)")
+        most = frames_that_fit(qa, MAX_FRAMES)
+        ui["frames"] = gr.Slider(0, most, value=min(qa.frames or 0, most), step=1, elem_id="frames",
+                                 label=f"Frames (0 = default / auto; at most {most}: what fits the model's context)")
         ui["show_scores"] = gr.Checkbox(False, label="Colour patches by attention score")
     ui["examples"] = gr.Dataset(
         components=["image", "textbox"], headers=["Clip", "Suggested question"],
