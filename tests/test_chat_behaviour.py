@@ -196,3 +196,15 @@ def test_frames_control_is_bounded_by_the_context_and_a_capped_request_says_why(
     chat, gallery, _ = ask(c, long_q, r="auto", frames=most)
     assert len(gallery) < most
     assert any(f"{most} frames" in t and f"using {len(gallery)} frames" in t for t in texts(chat)), texts(chat)
+
+
+# -- item 12: R as set ------------------------------------------------------------------------------------
+
+def test_stats_say_an_ignored_r_and_show_enough_digits(client, clip):
+    load(client, clip)
+    _, _, stats = ask(client, "What colour?", method="none", r="0.7")
+    row = next(line for line in stats.splitlines() if line.startswith("| R "))
+    assert "ignored" in row and "0.70" in row and "set by you" not in row  # before: "0.00 (set by you)"
+    _, _, stats = ask(client, "What colour?", method="fastv", r="0.999")
+    row = next(line for line in stats.splitlines() if line.startswith("| R "))
+    assert "0.999" in row and "1.00" not in row  # before: "1.00 (set by you)"

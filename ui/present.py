@@ -26,6 +26,25 @@ def fmt_bytes(n: float) -> str:
     return f"{n} B"
 
 
+def fmt_r(r: float) -> str:
+    """R with two decimals, or as many more as it takes not to show 0.999 as 1.00 (or 0.001 as 0.00)."""
+    digits = 2
+    while digits < 6 and 0 < r < 1 and round(r, digits) in (0.0, 1.0):
+        digits += 1
+    return f"{r:.{digits}f}"
+
+
+def r_text(answer) -> str:
+    """The stats' R row: the share dropped and who chose it; a method that prunes nothing says an R the user
+    set is ignored, rather than showing 0 as if it were theirs."""
+    prune, r = answer.prune, answer.kept.r
+    if not prune.method_spec.uses_r:
+        ignored = prune.r != "auto" and float(prune.r) > 0
+        return (f"0 ({answer.kept.method} keeps every visual token"
+                + (f"; the R you set, {fmt_r(float(prune.r))}, is ignored)" if ignored else ")"))
+    return f"{fmt_r(r)} ({'auto' if prune.adaptive else 'set by you'})"
+
+
 def where_pruned(layer: int | None) -> str:
     return {None: "no pruning", 0: "before the LLM"}.get(layer, f"at LLM layer K={layer}")
 
@@ -42,7 +61,7 @@ def format_stats(answer, follow_up: bool = False) -> str:
     """The stats panel for one Answer, as a Markdown table."""
     s, k, fl = answer.stats, answer.kept, answer.flops
     share = 100 * k.n_kept / k.n_visual if k.n_visual else 100.0
-    r_line = f"{k.r:.2f} ({'auto' if answer.prune.adaptive else 'set by you'})"
+    r_line = r_text(answer)
     if answer.decision is not None and answer.decision.reason:
         r_line += f": {answer.decision.reason}"
     for warning in getattr(answer.decision, "warnings", None) or []:
@@ -69,7 +88,7 @@ def format_stats(answer, follow_up: bool = False) -> str:
 def summary_line(answer) -> str:
     """One method's result in compare mode: kept tokens, FLOPs, time."""
     k, fl, s = answer.kept, answer.flops, answer.stats
-    return (f"**{k.n_kept}/{k.n_visual}** visual tokens kept ({where_pruned(k.layer)}, R={k.r:.2f}) · "
+    return (f"**{k.n_kept}/{k.n_visual}** visual tokens kept ({where_pruned(k.layer)}, R={fmt_r(k.r)}) · "
             f"**FLOPs {fl.ratio:.3f}×** of unpruned · prefill {s.t_prefill:.3f} s · "
             f"{s.new_tokens} token{'s' if s.new_tokens != 1 else ''} in {s.t_total:.3f} s")
 
