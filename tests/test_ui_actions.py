@@ -98,7 +98,7 @@ def test_a_refused_question_goes_back_to_the_box(actions, clip):
     s = loaded(actions, clip)
     enqueue(actions, s, "Is anyone there?")
     assert actions.refused("", s)["question"] == "Is anyone there?"
-    assert "busy" in shown(s)[-1] and "Is anyone there?" not in shown(s)
+    assert "Is anyone there?" not in shown(s) and not any("busy" in t for t in shown(s))  # Gradio's toast says it
     assert s.exchanges == []
     enqueue(actions, s, "Still there?")
     box = actions.refused("and typed since", s)["question"]  # nothing typed meanwhile is lost either

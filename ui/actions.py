@@ -285,10 +285,9 @@ class ChatActions:
 
     def refused(self, typed: str, session: ChatSession):
         """The server's queue was full: the waiting questions go back into the box (before anything typed
-        since), and the chat says why."""
+        since). Gradio's own notice ("This application is currently busy. Please try again.") says why; a
+        second message in the chat would only repeat it."""
         questions = session.unqueue()
-        session.say("The server is busy with other questions right now. Your question is back in the box: "
-                    "ask again in a moment.")
         out = {"chat": session.chat(), "stop": gr.update(interactive=session.busy())}
         if questions:
             out["question"] = "\n".join([*questions, typed] if typed else questions)
