@@ -85,6 +85,12 @@ def frames_that_fit(qa, upper: int) -> int:
     return max(1, min(upper, max_frames_for_context(qa.dims, qa.text_tokens("?"), qa.policy)))
 
 
+def _no_export():
+    """The export file withdrawn: every action that changes the conversation on screen returns this (an
+    exported file would no longer hold it; Export writes a fresh one)."""
+    return gr.update(value=None, visible=False)
+
+
 def _heatmaps(images: list | None):
     """The chat's heatmap gallery: shown only when there is an answer to show it for."""
     return gr.update(value=images, visible=images is not None)
@@ -129,7 +135,8 @@ class ChatActions:
     def load_upload(self, path: str | None, session: ChatSession):
         """An uploaded clip starts a new conversation; the upload box is emptied for the next file (the
         current clip is the one in the preview)."""
-        return {**self._load(path, session), "gallery": _heatmaps(None), "stats": "", "upload": None}
+        return {**self._load(path, session), "gallery": _heatmaps(None), "stats": "", "upload": None,
+                "export_file": _no_export()}
 
     def load_example(self, index: int | None, session: ChatSession):
         """An example: its clip and its suggested question (in the chat box and the compare box)."""
@@ -137,9 +144,10 @@ class ChatActions:
             session.restart()
             session.say("⚠️ No such example.")
             return {"chat": session.chat(), "preview": gr.update(value=None, label="Current clip"),
-                    "gallery": _heatmaps(None), "stats": "", "upload": None}
+                    "gallery": _heatmaps(None), "stats": "", "upload": None, "export_file": _no_export()}
         ex = self.examples[int(index)]
         return {**self._load(str(ex.clip), session), "gallery": _heatmaps(None), "stats": "", "upload": None,
+                "export_file": _no_export(),
                 "question": ex.question, "compare_question": ex.question}
 
     def load_named(self, name: str, session: ChatSession):
@@ -182,7 +190,8 @@ class ChatActions:
         if session.clip is None:
             return {"chat": session.chat(), "notice": "⚠️ Upload a clip (or pick an example) first."}
         session.add_question(question, Settings(method, k, str(r), frames, bool(show_scores)))
-        return {"chat": session.chat(), "question": "", "stop": gr.update(interactive=True), "notice": ""}
+        return {"chat": session.chat(), "question": "", "stop": gr.update(interactive=True), "notice": "",
+                "export_file": _no_export()}
 
     def run(self, session: ChatSession) -> Iterator[dict]:
         """Answer the tab's queued questions in order. Yields the chat, and the heatmaps, stats and stop
@@ -298,7 +307,8 @@ class ChatActions:
         if not session.stop():
             return {"chat": session.chat(), "notice": "Nothing to stop."}
         # At once, before the answer's own loop notices: the button is done, the answer says it is stopping.
-        return {"chat": session.chat(), "notice": "", "stop": gr.update(interactive=False)}
+        return {"chat": session.chat(), "notice": "", "stop": gr.update(interactive=False),
+                "export_file": _no_export()}
 
     def retry(self, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
         """Ask the last question again (with the current settings), replacing its answer."""
@@ -309,7 +319,7 @@ class ChatActions:
             return {"chat": session.chat(), "notice": "Nothing to retry yet: ask a question first."}
         session.forget(last)
         chat = self.enqueue(last.question, session, method, k, r, frames, show_scores)["chat"]
-        return {"chat": chat, "stop": gr.update(interactive=True), "notice": ""}
+        return {"chat": chat, "stop": gr.update(interactive=True), "notice": "", "export_file": _no_export()}
 
     def clear(self, session: ChatSession):
         """Forget the conversation (the chat and what the model remembers); keep the clip."""
@@ -321,6 +331,8 @@ class ChatActions:
         """The conversation as a JSON file: each question, the answer shown, its stats and kept-token record.
         Nothing (and a notice) while no question has been answered."""
         records = session.records()
+        if session.busy():  # the file would miss the answer being written
+            return {"export_file": _no_export(), "notice": "Still answering: export when the answer is complete."}
         if not records:
             return {"export_file": gr.update(value=None, visible=False),
                     "notice": "Nothing to export yet: ask a question first."}
@@ -330,11 +342,6 @@ class ChatActions:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=1, ensure_ascii=False))
         return {"export_file": gr.update(value=str(out), visible=True), "notice": ""}
-
-    def withdraw_export(self):
-        """The chat changed: an exported file no longer holds the conversation on screen, so it is no longer
-        offered (Export writes a fresh one)."""
-        return {"export_file": gr.update(value=None, visible=False)}
 
     # -- API-only endpoints (one call each for clients; the page uses enqueue + run) ---------------------
 

@@ -184,18 +184,19 @@ def _wire(ui: dict, actions: ChatActions) -> None:
         return trigger(wired(fn, names), inputs, [ui[n] for n in names], **kwargs)
 
     # Loading a clip never waits behind an answer; it empties the upload box for the next file.
-    loaded = ("chat", "preview", "gallery", "stats", "upload")
+    loaded = ("chat", "preview", "gallery", "stats", "upload", "export_file")
     on(ui["upload"].upload, actions.load_upload, [ui["upload"], s], loaded, api_name="ui_upload", **instant)
     on(ui["examples"].click, actions.load_example, [ui["examples"], s], (*loaded, "question", "compare_question"),
        api_name="ui_example", **instant)
 
     # Asking: the question moves into the chat at once, then the model answers the tab's queue.
     enqueue = functools.partial(gr.on, [ui["send"].click, question.submit])
+    asked = ("chat", "stop", "notice", "export_file")  # a question asked: an exported file is out of date
     for started in (
-        on(enqueue, actions.enqueue, [question, s, *settings], ("chat", "question", "stop", "notice"),
-           trigger_mode="multiple", api_name="ui_enqueue", **instant),
-        on(ui["retry"].click, actions.retry, [s, *settings], ("chat", "stop", "notice"), trigger_mode="multiple",
-           api_name="ui_retry", **instant),
+        on(enqueue, actions.enqueue, [question, s, *settings], ("question", *asked), trigger_mode="multiple",
+           api_name="ui_enqueue", **instant),
+        on(ui["retry"].click, actions.retry, [s, *settings], asked, trigger_mode="multiple", api_name="ui_retry",
+           **instant),
     ):
         answering = on(started.success, actions.run, [s], ("chat", "gallery", "stats", "stop"),
                        trigger_mode="multiple", show_progress="minimal", api_visibility="private", api_name=False,
@@ -204,13 +205,13 @@ def _wire(ui: dict, actions: ChatActions) -> None:
         # output here too (gallery and stats left as they are), which takes the error badge off each of them.
         on(answering.failure, actions.refused, [question, s], ("chat", "question", "gallery", "stats", "stop"),
            api_name=False, **instant)
-    on(ui["stop"].click, actions.stop, [s], ("chat", "notice", "stop"), api_name="ui_stop", **instant)
+    on(ui["stop"].click, actions.stop, [s], ("chat", "notice", "stop", "export_file"), api_name="ui_stop",
+       **instant)
     cleared = ("chat", "gallery", "stats", "export_file")
     on(ui["clear"].click, actions.clear, [s], cleared, api_name="ui_clear", **instant)
     # The chat's own trash icon: the same reset as Clear (the model forgets too, not just the display).
     on(ui["chat"].clear, actions.clear, [s], cleared, api_name="ui_chat_clear", **instant)
     on(ui["export"].click, actions.export, [s], ("export_file", "notice"), api_name="ui_export", **instant)
-    on(ui["chat"].change, actions.withdraw_export, None, ("export_file",), api_name=False, **instant)
 
     comparing = gr.on([ui["compare_run"].click, ui["compare_question"].submit], actions.compare,
                       _compare_inputs(ui), _compare_outputs(ui), show_progress="minimal", api_name="ui_compare",
