@@ -71,3 +71,14 @@ def test_stop_shows_the_stopping_state_at_once(page, clips, held):
     expect(page.locator("#stop")).to_be_disabled(timeout=2_000)
     held.release()
     expect(rows(page).nth(2)).to_have_text(f"{partial} (stopped)")
+
+
+def test_a_new_clip_mid_answer_disables_stop_at_once(page, clips, held):
+    upload(page, clips["walk"])
+    held.hold()
+    ask(page, "What colour is it?")
+    first_token_shown(page, 2)
+    expect(page.locator("#stop")).to_be_enabled()
+    upload(page, clips["avi"])  # the old answer is still held: only the new clip can have disabled Stop
+    expect(page.locator("#stop")).to_be_disabled(timeout=2_000)
+    held.release()

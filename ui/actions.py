@@ -85,6 +85,11 @@ def frames_that_fit(qa, upper: int) -> int:
     return max(1, min(upper, max_frames_for_context(qa.dims, qa.text_tokens("?"), qa.policy)))
 
 
+def _idle_stop():
+    """A new clip: nothing of the old conversation is left to stop (its answer stops at its next step)."""
+    return gr.update(interactive=False)
+
+
 def _no_export():
     """The export file withdrawn: every action that changes the conversation on screen returns this (an
     exported file would no longer hold it; Export writes a fresh one)."""
@@ -136,7 +141,7 @@ class ChatActions:
         """An uploaded clip starts a new conversation; the upload box is emptied for the next file (the
         current clip is the one in the preview)."""
         return {**self._load(path, session), "gallery": _heatmaps(None), "stats": "", "upload": None,
-                "export_file": _no_export()}
+                "export_file": _no_export(), "stop": _idle_stop()}
 
     def load_example(self, index: int | None, session: ChatSession):
         """An example: its clip and its suggested question (in the chat box and the compare box)."""
@@ -144,10 +149,11 @@ class ChatActions:
             session.restart()
             session.say("⚠️ No such example.")
             return {"chat": session.chat(), "preview": gr.update(value=None, label="Current clip"),
-                    "gallery": _heatmaps(None), "stats": "", "upload": None, "export_file": _no_export()}
+                    "gallery": _heatmaps(None), "stats": "", "upload": None, "export_file": _no_export(),
+                    "stop": _idle_stop()}
         ex = self.examples[int(index)]
         return {**self._load(str(ex.clip), session), "gallery": _heatmaps(None), "stats": "", "upload": None,
-                "export_file": _no_export(),
+                "export_file": _no_export(), "stop": _idle_stop(),
                 "question": ex.question, "compare_question": ex.question}
 
     def load_named(self, name: str, session: ChatSession):

@@ -184,7 +184,7 @@ def _wire(ui: dict, actions: ChatActions) -> None:
         return trigger(wired(fn, names), inputs, [ui[n] for n in names], **kwargs)
 
     # Loading a clip never waits behind an answer; it empties the upload box for the next file.
-    loaded = ("chat", "preview", "gallery", "stats", "upload", "export_file")
+    loaded = ("chat", "preview", "gallery", "stats", "upload", "export_file", "stop")
     on(ui["upload"].upload, actions.load_upload, [ui["upload"], s], loaded, api_name="ui_upload", **instant)
     on(ui["examples"].click, actions.load_example, [ui["examples"], s], (*loaded, "question", "compare_question"),
        api_name="ui_example", **instant)
