@@ -128,6 +128,16 @@ def test_a_clip_unreadable_here_is_refused_before_ray_is_contacted(tmp_path, mon
     assert not (tmp_path / "res.jsonl").exists() or not read_records(tmp_path / "res.jsonl")
 
 
+def test_a_model_folder_missing_here_is_refused_before_ray_is_contacted(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    write_clip(tmp_path / "a.mp4", n_frames=8)
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # nothing listens: joining would be the error
+    code = cli_main(["batch", "a.mp4", "--question", QUESTION, "--model", "./models/mine", "--backend", "ray",
+                     "--out", "res.jsonl", "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err == "videoqa: error: cannot load model './models/mine': no such folder", err
+
+
 def test_workers_refuse_a_different_or_missing_file_at_the_path(tmp_path):
     """What a worker does when the cluster does not see the driver's files: the CPU stage (fixed frame
     count) and the actor (R=auto) both check the fingerprint and give an error record naming the path."""

@@ -74,10 +74,15 @@ def error_text(e: Exception, path: str, typed: str) -> str:
 
 
 def shipped_spec(model_spec: dict) -> dict:
-    """The model spec with a local model folder made absolute, so actors load the folder meant here."""
-    from ..model import NAMED_MODELS
+    """The model spec with a local model folder made absolute, so actors load the folder meant here. A name
+    that is neither a shipped model, a folder here nor a hub id is a ModelLoadError here, in one line, before
+    any actor tries it."""
+    from ..model import NAMED_MODELS, resolve_model
 
     model = model_spec["model"]
-    if model in NAMED_MODELS or not Path(model).expanduser().is_dir():
-        return model_spec  # a shipped model or a hub id: each actor resolves it the same way
-    return {**model_spec, "model": str(Path(model).expanduser().absolute())}
+    if model in NAMED_MODELS:
+        return model_spec  # each actor finds it in its own videoqa install
+    resolved = resolve_model(model)  # a folder here, or a hub id each actor downloads the same way
+    if not Path(resolved).is_dir():
+        return model_spec
+    return {**model_spec, "model": str(Path(resolved).absolute())}
