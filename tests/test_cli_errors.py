@@ -219,7 +219,7 @@ def test_numeric_options_are_checked_when_parsed(capsys, argv, msg):
     ("--num-cpus", "-2", "--num-cpus: must be >= 1, got -2"),
 ])
 def test_ray_options_are_checked_before_anything_starts(capsys, tmp_path, flag, value, msg):
-    # Caught when parsed (RayOptions checks the same for callers of the Python API), it is one line and nothing is written or joined.
+    # Caught when parsed (RayOptions checks the same for API callers): one line, nothing written or joined.
     out = tmp_path / "o.jsonl"
     argv = ["batch", CLIP, "--question", "q", "--out", str(out), "--model", "/nonexistent/model", "--backend", "ray",
             "--ray-address", "127.0.0.1:9", flag, value]

@@ -7,10 +7,12 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from .errors import InputError, ModelLoadError
+
+if TYPE_CHECKING:  # torch is imported where a model is loaded: the command line checks model names without it
+    import torch
 
 DEFAULT_MODEL = "LanguageBind/Video-LLaVA-7B-hf"
 # Short names for the models shipped in `videoqa.samples`: name -> (folder, the script that trains it).
@@ -18,7 +20,7 @@ NAMED_MODELS = {
     "demo": ("demo-model", "scripts/train_demo.py"),
     "demo-long": ("demo-long-model", "scripts/train_long.py"),
 }
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = ("float32", "bfloat16", "float16")  # names of torch dtypes
 
 
 @dataclass
@@ -106,6 +108,8 @@ def _first_line(e: BaseException) -> str:
 
 
 def pick_device(device: str | None) -> torch.device:
+    import torch
+
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -118,12 +122,14 @@ def pick_device(device: str | None) -> torch.device:
 
 
 def pick_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    import torch
+
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype is not None:
         if dtype not in DTYPES:
             raise ModelLoadError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
-        return DTYPES[dtype]
+        return getattr(torch, dtype)
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.float32

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..bench.llm import PRESETS, Setup
+from ..bench.setup import PRESETS, Setup
 from .options import positive_int
 
 SUITES = ("llm", "frames", "video", "accuracy", "long")
