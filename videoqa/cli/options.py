@@ -127,22 +127,23 @@ def positive_int(text: str) -> int:
     return n
 
 
-def non_negative_int(text: str) -> int:
+def _whole(text: str) -> int | None:
     try:
-        n = int(text)
+        return int(text)
     except ValueError:
-        n = -1
-    if n < 0:
+        return None
+
+
+def non_negative_int(text: str) -> int:
+    n = _whole(text)
+    if n is None or n < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
     return n
 
 
 def port_number(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if not 0 <= n <= 65535:
+    n = _whole(text)
+    if n is None or not 0 <= n <= 65535:
         raise argparse.ArgumentTypeError(f"expected a port number in 0-65535, got {text!r}")
     return n
 
