@@ -37,7 +37,8 @@ def stream_text(tokenizer, steps: Iterable[Tensor], requests: list[Request], eos
                 done[i] = True
                 continue
             new_ids[i].append(token)
-            full = tokenizer.decode(new_ids[i], skip_special_tokens=True)
+            # lstrip: the first token's word-start space is not part of the answer (Answer.text is stripped too)
+            full = tokenizer.decode(new_ids[i], skip_special_tokens=True).lstrip()
             # Hold back a trailing partial character (byte-level BPE) until it completes.
             if not full.endswith("\ufffd") and full != texts[i]:
                 yield TextDelta(i, full[len(texts[i]):] if full.startswith(texts[i]) else full)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.resources
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -153,6 +154,8 @@ def load_model(
         except ImportError:
             raise ModelLoadError("--attn flash_attention_2 needs the flash-attn package (pip install "
                                  "flash-attn); use --attn sdpa otherwise") from None
+    if Path(path).is_dir():
+        _check_folder(name, Path(path))
     unreachable = None if Path(path).is_dir() else hub_unreachable(path)
     try:
         processor = VideoLlavaProcessor.from_pretrained(path, local_files_only=unreachable is not None)
@@ -172,6 +175,21 @@ def load_model(
     # Batched prompts must be left-padded so every sample's last token is at the end.
     processor.tokenizer.padding_side = "left"
     return LoadedModel(model=model, processor=processor, device=dev, dtype=dt, name=name)
+
+
+def _check_folder(name: str, folder: Path) -> None:
+    """A model folder without a readable config.json is said in those words, naming the file (transformers would
+    answer with its hub advice, or a JSON position without the file's name)."""
+    config = folder / "config.json"
+    if not config.is_file():
+        raise ModelLoadError(f"cannot load model {name!r}: no config.json in {folder}")
+    try:
+        json.loads(config.read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise ModelLoadError(f"cannot load model {name!r}: cannot read {config} ({e})") from None
+    except json.JSONDecodeError as e:
+        raise ModelLoadError(f"cannot load model {name!r}: {config} is not valid JSON ({e.msg} at line {e.lineno}, "
+                             f"column {e.colno})") from None
 
 
 def _load_error(name: str, path: str, e: Exception, unreachable: str | None) -> ModelLoadError:
