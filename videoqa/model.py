@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from .errors import InputError, ModelLoadError
+from .model_card import ModelCard, read_card
 
 DEFAULT_MODEL = "LanguageBind/Video-LLaVA-7B-hf"
 # Short names for the models shipped in `videoqa.samples`: name -> (folder, the script that trains it).
@@ -28,6 +29,7 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     name: str
+    card: ModelCard = ModelCard()  # the folder's videoqa.json: its conversation, its policy constants
 
 
 def packaged_path(name: str) -> Path:
@@ -165,7 +167,7 @@ def load_model(
     model.to(dev).eval()
     # Batched prompts must be left-padded so every sample's last token is at the end.
     processor.tokenizer.padding_side = "left"
-    return LoadedModel(model=model, processor=processor, device=dev, dtype=dt, name=name)
+    return LoadedModel(model=model, processor=processor, device=dev, dtype=dt, name=name, card=read_card(path))
 
 
 def _load_error(name: str, path: str, e: Exception, unreachable: str | None) -> ModelLoadError:
@@ -192,6 +194,12 @@ LLAVA_V1_SYSTEM = (
     "The assistant gives helpful, detailed, and polite answers to the human's questions."
 )
 PROMPT_TEMPLATES = {"plain": "", "official": LLAVA_V1_SYSTEM + " "}
+
+
+def conversation_of(name: str) -> str:
+    """The conversation a model was trained on (its folder's videoqa.json; "official" without one): the default
+    prompt template."""
+    return read_card(resolve_model(name)).conversation
 
 
 def build_prompt(question: str, history: list[tuple[str, str]] | None = None, template: str = "plain") -> str:

@@ -48,7 +48,7 @@ class VideoQA:
     """
 
     def __init__(self, loaded: LoadedModel, prune: PruneConfig | None = None, frames: int | None = None,
-                 max_new_tokens: int = 64, prompt: str = "plain", *, decode: str = "eager",
+                 max_new_tokens: int = 64, prompt: str | None = None, *, decode: str = "eager",
                  free_memory: Callable[[torch.device], int] | None = None, clock: Clock | None = None):
         llm.check_kernel(loaded.model)
         self.model, self.processor = loaded.model, loaded.processor
@@ -58,6 +58,7 @@ class VideoQA:
         self.prune = (prune or PruneConfig()).validate(self.dims.n_layers, keep_others=True)
         self.frames = frames
         self.max_new_tokens = max_new_tokens
+        prompt = prompt or loaded.card.conversation  # None: the conversation the model was trained on
         if prompt not in PROMPT_TEMPLATES:
             raise InputError(f"unknown prompt template {prompt!r}; choose {' or '.join(PROMPT_TEMPLATES)}")
         self.prompt = prompt  # the template's name, recorded with every answer
@@ -76,7 +77,7 @@ class VideoQA:
     @classmethod
     def from_pretrained(cls, model: str = "demo", device: str | None = None, dtype: str | None = None,
                         attn_implementation: str = "sdpa", prune: PruneConfig | None = None,
-                        frames: int | None = None, max_new_tokens: int = 64, prompt: str = "plain",
+                        frames: int | None = None, max_new_tokens: int = 64, prompt: str | None = None,
                         decode: str = "eager") -> VideoQA:
         return cls(load_model(model, device, dtype, attn_implementation), prune, frames, max_new_tokens, prompt,
                    decode=decode)

@@ -32,6 +32,7 @@ from ..pruning import REGISTRY, ModelDims, PruneConfig
 from ..pruning.adaptive import AdaptivePolicy, video_llava_7b_dims
 from ..pruning.flops import estimate_flops
 from .accuracy import exact_hits
+from .long_reads import evaluate_reads, format_reads
 
 MAX_NEW = 8  # answers are one or two words
 SPLIT_CLIPS = 120  # the whole held-out (and validation) split
@@ -83,17 +84,18 @@ def default_rows(k: int = LONG_K) -> list[Row]:
     return rows
 
 
-def long_split(root: Path, split: str, clips: int, seed: int = 0) -> Path:
-    """Write the first `clips` clips of the long-clip `split` ("test" or "val") under `root`, unless already there.
+def long_split(root: Path, split: str, clips: int, seed: int = 0, erase: bool = False) -> Path:
+    """Write the first `clips` clips of the long-clip `split` ("test" or "val") under `root`, unless already there
+    (with `erase`: the same clips with their events erased, the counterfactual of `long_reads`).
 
     A smaller split is a prefix of a larger one, so run folders stay valid when `clips` changes."""
     marker = root / "split.json"
-    wanted = {"split": split, "clips": clips, "seed": seed}
+    wanted = {"split": split, "clips": clips, "seed": seed} | ({"erased": True} if erase else {})
     if not (marker.exists() and json.loads(marker.read_text()) == wanted):
         from ..synth import long as synth_long
 
         scenes = {"test": synth_long.test_scenes, "val": synth_long.val_scenes}[split](clips, seed)
-        synth_long.write_eval_split(root, scenes, seed)
+        synth_long.write_eval_split(root, scenes, seed, erase=erase)
         marker.write_text(json.dumps(wanted))
     return root
 
@@ -308,6 +310,8 @@ def run_long(model: str = "demo-long", runs_dir: str | Path = "runs/long", clips
 
     types = [t for t in synth_long.QUESTION_TYPES if any(t in r.groups for r in results)]
     png = plot(results, runs / f"long_{split}_accuracy_vs_flops.png")
+    erased_root = long_split(runs / f"{split}-split-erased", split, clips, erase=True)
+    reads = evaluate_reads(qa, root, erased_root, runs, model, split)
     counts = ", ".join(f"{b}: {results[0].groups.get(b, (0, 0))[1]}" for b, _ in BUCKETS)
     d = qa.dims
     return (f"Long clips: {model} on {clips} clips of the {split} split, {results[0].groups['all'][1]} questions "
@@ -317,5 +321,8 @@ def run_long(model: str = "demo-long", runs_dir: str | Path = "runs/long", clips
             f"{next((r.prune.k for r in rows if r.prune.method == 'fastv'), '-')}. Prefill time: measured, "
             f"% of the unpruned 8-frame row. Event position: questions about the brief event only.\n"
             + format_table(results, types)
+            + "\n\nReads the event (unpruned; erased: the same clips rendered without their events; shown: the "
+              "sampled frames show every event; reads: right with the event and a different answer without it; "
+              "blind: each type's most common answer on the split):\n" + format_reads(reads)
             + f"\nplot -> {png}\n{time.perf_counter() - t0:.0f} s, load average {load0:.1f} at the start, "
               f"{os.getloadavg()[0]:.1f} at the end ({os.cpu_count()} CPUs)")

@@ -12,6 +12,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
+from ..model import conversation_of
 from ..pruning import AUTO, REGISTRY, PruneConfig, parse_r
 
 if TYPE_CHECKING:
@@ -33,9 +34,10 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="frames to sample (default: 8, or chosen from the video's length with --r auto)")
     g.add_argument("--max-new-tokens", type=positive_int, default=64,
                    help="answer length limit (default: 64; eval: 1024, as Video-LLaVA's evaluation)")
-    g.add_argument("--prompt", default="plain", choices=["plain", "official"],
+    g.add_argument("--prompt", default=None, choices=["plain", "official"],
                    help="prompt template: plain = 'USER: <video>\\n{question} ASSISTANT:'; official = the same after "
-                        "the llava_v1 system preamble, as Video-LLaVA's evaluation (default: plain; eval: official)")
+                        "the llava_v1 system preamble, as Video-LLaVA's evaluation (default: the conversation the "
+                        "model was trained on, from its folder's videoqa.json; official for a checkpoint without one)")
     g.add_argument("--compile", action="store_true",
                    help="decode on a static KV cache with a torch.compile'd step (a CUDA graph on GPUs); the "
                         "first answer pays the compilation")
@@ -212,7 +214,7 @@ def model_spec_from_args(args: argparse.Namespace) -> dict:
         "prune": prune_from_args(args).to_dict(),
         "frames": args.frames,
         "max_new_tokens": args.max_new_tokens,
-        "prompt": args.prompt,
+        "prompt": args.prompt or conversation_of(args.model),
         "decode": "compiled" if args.compile else "eager",
     }
 
