@@ -22,9 +22,10 @@ from .answering import BatchRun, TextDelta, assemble, stream_text
 from .errors import InputError
 from .measure import Clock, PeakMemory, device_clock
 from .model import PROMPT_TEMPLATES, LoadedModel, build_prompt, load_model
+from .model_policy import model_policy, set_on_pipeline
 from .prompt_tokens import expand_video_slot, prompt_ids
 from .pruning import Acts, EncodedVideo, ModelDims, PruneConfig, Selection, keep_count
-from .pruning.adaptive import AdaptivePolicy, free_memory_bytes
+from .pruning.adaptive import free_memory_bytes
 from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, Plan, check_context, plan
 from .request import Collated, Request, collate
 from .video import Clip, probe_video, sample_frames
@@ -54,16 +55,18 @@ class VideoQA:
         self.model, self.processor = loaded.model, loaded.processor
         self.device, self.dtype, self.name = loaded.device, loaded.dtype, loaded.name
         self.dims = ModelDims.from_config(self.model.config, dtype_bytes=torch.finfo(self.dtype).bits // 8)
+        # The model's own policy constants (its videoqa.json, else Video-LLaVA-7B's defaults): FastV's K when none
+        # is asked for, the adaptive policy; replace `policy` to try others (the long-clip benchmark's sweep does).
+        self.model_policy = model_policy(loaded.card)
+        self.policy = self.model_policy.policy
         # keep_others: the web page's first settings may hold another method's options (see cli/options.py)
-        self.prune = (prune or PruneConfig()).validate(self.dims.n_layers, keep_others=True)
+        self.prune = self._with_model_k(prune or PruneConfig()).validate(self.dims.n_layers, keep_others=True)
         self.frames = frames
         self.max_new_tokens = max_new_tokens
         prompt = prompt or loaded.card.conversation  # None: the conversation the model was trained on
         if prompt not in PROMPT_TEMPLATES:
             raise InputError(f"unknown prompt template {prompt!r}; choose {' or '.join(PROMPT_TEMPLATES)}")
         self.prompt = prompt  # the template's name, recorded with every answer
-        # The adaptive policy's constants; replace it to try others (the long-clip benchmark's sweep does).
-        self.policy = AdaptivePolicy()
         # "static": a preallocated KV cache; "compiled": that step under torch.compile (a CUDA graph on GPUs)
         self.decoder = llm.decoder_for(self.model, decode)
         self.encode_count = 0  # vision-tower runs: follow-ups on a cached clip do not add to it
@@ -146,7 +149,10 @@ class VideoQA:
              free_bytes: int | None = None, share: int = 1) -> Plan:
         """Frames and R for one question (pruning/budget.py); `free_bytes` default: read now."""
         free = (lambda: self.free_memory(self.device)) if free_bytes is None else free_bytes
-        return plan(self.dims, cfg, n_text, duration_s, frames, max_new, free, self.policy, share)
+        planned = plan(self.dims, cfg, n_text, duration_s, frames, max_new, free, self.policy, share)
+        if planned.decision is not None:
+            planned.decision.constants = set_on_pipeline(self.policy, self.model_policy)
+        return planned
 
     def frames_to_sample(self, question: str, duration_s: float | None) -> int:
         """The frames `ask` would sample for this question on a clip of `duration_s` seconds, with the defaults
@@ -240,8 +246,14 @@ class VideoQA:
 
     # -- public API ---------------------------------------------------------------------------------
 
+    def _with_model_k(self, cfg: PruneConfig) -> PruneConfig:
+        """`cfg` with the model's K where its method has a K and none was given."""
+        if cfg.method_spec.option("k") is None or "k" in dict(cfg.params):
+            return cfg
+        return PruneConfig(cfg.method, r=cfg.r, params=(*cfg.params, ("k", self.model_policy.k)))
+
     def _config(self, prune: PruneConfig | None, max_new_tokens: int | None) -> tuple[PruneConfig, int]:
-        cfg = self.prune if prune is None else prune.validate(self.dims.n_layers)
+        cfg = self.prune if prune is None else self._with_model_k(prune).validate(self.dims.n_layers)
         max_new = self.max_new_tokens if max_new_tokens is None else max_new_tokens
         if max_new < 1:
             raise InputError(f"max_new_tokens must be >= 1, got {max_new}")

@@ -54,12 +54,14 @@ class Row:
     label: str
     prune: PruneConfig
     frames: int | str = "auto"
-    policy: AdaptivePolicy | None = None  # None: the pipeline's default policy
+    policy: AdaptivePolicy | None = None  # None: the model's (its videoqa.json, else Video-LLaVA-7B's defaults)
+    sampler: str | None = None  # None: the model's default frame sampler
 
     def config(self, model: str, split: str) -> dict:
         policy = self.policy or AdaptivePolicy()
+        sampler = {"sampler": self.sampler} if self.sampler else {}  # absent: older run folders keep their names
         return {"dataset": f"long-{split}", "model": model, "prune": self.prune.to_dict(), "frames": self.frames,
-                "policy": asdict(policy) if self.prune.adaptive or self.frames == "auto" else None}
+                "policy": asdict(policy) if self.prune.adaptive or self.frames == "auto" else None} | sampler
 
     def folder(self, model: str, split: str) -> str:
         """A folder name that changes whenever the configuration does, so a resumed run never mixes two."""
@@ -145,7 +147,7 @@ def _n_text(rec: dict) -> int:
 def run_row(qa, ds: QADataset, runs: Path, row: Row, model: str, split: str, frames: dict) -> dict[str, dict]:
     """Evaluate one row (resumable); its predictions by question id."""
     cfg = row.prune.validate(qa.dims.n_layers)
-    qa.policy = row.policy or AdaptivePolicy()
+    qa.policy = row.policy or qa.model_policy.policy
 
     def answer(video: str, question: str) -> dict:
         n = row.frames if isinstance(row.frames, int) else frames.get((video, question))

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..model import conversation_of
+from ..model_policy import policy_of
 from ..pruning import AUTO, REGISTRY, PruneConfig, parse_r
 
 if TYPE_CHECKING:
@@ -187,10 +188,13 @@ def _flag(name: str, value) -> str:
     return f"{flag} {value}"
 
 
-def prune_from_args(args: argparse.Namespace) -> PruneConfig:
-    """The checked pruning configuration of the command line (an InputError names a bad or ignored option)."""
+def prune_from_args(args: argparse.Namespace, default_k: int | None = None) -> PruneConfig:
+    """The checked pruning configuration of the command line (an InputError names a bad or ignored option).
+    `default_k`: FastV's K when --k is not given (the model's, from its videoqa.json)."""
     method = REGISTRY.get(args.prune)
     given = {name: getattr(args, name) for name in REGISTRY.options() if getattr(args, name, None) is not None}
+    if default_k is not None and "k" in method.option_names:
+        given.setdefault("k", default_k)
     ignored = [name for name in given if name not in method.option_names]
     if args.r is not None and not method.uses_r:
         ignored.insert(0, "r")
@@ -205,13 +209,15 @@ def prune_from_args(args: argparse.Namespace) -> PruneConfig:
 
 
 def model_spec_from_args(args: argparse.Namespace) -> dict:
-    """What `VideoQA.from_spec` needs, as plain data (it is shipped to Ray actors and recorded)."""
+    """What `VideoQA.from_spec` needs, as plain data (it is shipped to Ray actors and recorded). What is not
+    given comes from the model's videoqa.json (its conversation, K), so records name the settings that ran."""
+    card = policy_of(args.model)
     return {
         "model": args.model,
         "device": args.device,
         "dtype": args.dtype,
         "attn_implementation": args.attn,
-        "prune": prune_from_args(args).to_dict(),
+        "prune": prune_from_args(args, card.k).to_dict(),
         "frames": args.frames,
         "max_new_tokens": args.max_new_tokens,
         "prompt": args.prompt or conversation_of(args.model),
