@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..model import conversation_of
+from ..model_card import SAMPLERS
 from ..model_policy import policy_of
 from ..pruning import AUTO, REGISTRY, PruneConfig, parse_r
 
@@ -33,6 +34,10 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="attention kernel for every layer (default: sdpa)")
     g.add_argument("--frames", type=positive_int, default=None,
                    help="frames to sample (default: 8, or chosen from the video's length with --r auto)")
+    g.add_argument("--sampler", default=None, choices=list(SAMPLERS),
+                   help="where the frames are taken: uniform = evenly spaced (Video-LLaVA's); content = half of them "
+                        "evenly, the rest where the video changes (default: the model's, from its videoqa.json; "
+                        "uniform without one)")
     g.add_argument("--max-new-tokens", type=positive_int, default=64,
                    help="answer length limit (default: 64; eval: 1024, as Video-LLaVA's evaluation)")
     g.add_argument("--prompt", default=None, choices=["plain", "official"],
@@ -219,6 +224,7 @@ def model_spec_from_args(args: argparse.Namespace) -> dict:
         "attn_implementation": args.attn,
         "prune": prune_from_args(args, card.k).to_dict(),
         "frames": args.frames,
+        "sampler": args.sampler or card.sampler,
         "max_new_tokens": args.max_new_tokens,
         "prompt": args.prompt or conversation_of(args.model),
         "decode": "compiled" if args.compile else "eager",
