@@ -33,6 +33,7 @@ from ..pruning.adaptive import AdaptivePolicy, video_llava_7b_dims
 from ..pruning.flops import estimate_flops
 from .accuracy import exact_hits
 from .long_reads import evaluate_reads, format_reads
+from .long_rows import fidelity_rows, format_fidelity, row_inputs, sampler_rows
 
 MAX_NEW = 8  # answers are one or two words
 SPLIT_CLIPS = 120  # the whole held-out (and validation) split
@@ -55,11 +56,14 @@ class Row:
     prune: PruneConfig
     frames: int | str = "auto"
     policy: AdaptivePolicy | None = None  # None: the model's (its videoqa.json, else Video-LLaVA-7B's defaults)
-    sampler: str | None = None  # None: the model's default frame sampler
+    sampler: str | None = None  # None: the model's default frame sampler; "oracle": long_rows.oracle_clip
+    match_flops: bool = False  # R (and frames) per question: the FLOPs of unpruned 8 frames (long_rows)
 
     def config(self, model: str, split: str) -> dict:
         policy = self.policy or AdaptivePolicy()
-        sampler = {"sampler": self.sampler} if self.sampler else {}  # absent: older run folders keep their names
+        # absent when unset: older run folders keep their names
+        sampler = ({"sampler": self.sampler} if self.sampler else {}) | (
+            {"match_flops": True} if self.match_flops else {})
         return {"dataset": f"long-{split}", "model": model, "prune": self.prune.to_dict(), "frames": self.frames,
                 "policy": asdict(policy) if self.prune.adaptive or self.frames == "auto" else None} | sampler
 
@@ -83,7 +87,7 @@ def default_rows(k: int = LONG_K) -> list[Row]:
     ]
     if "fastvid" in REGISTRY:
         rows += [Row(f"FastVID R={r}", PruneConfig(method="fastvid", r=r)) for r in FASTVID_RATIOS]
-    return rows
+    return rows + sampler_rows(fastv) + fidelity_rows(k)
 
 
 def long_split(root: Path, split: str, clips: int, seed: int = 0, erase: bool = False) -> Path:
@@ -153,7 +157,8 @@ def run_row(qa, ds: QADataset, runs: Path, row: Row, model: str, split: str, fra
         n = row.frames if isinstance(row.frames, int) else frames.get((video, question))
         if n is None and row.frames != "auto":
             raise ValueError(f"no reference run gives this question's frames for {row.label!r}")
-        return summarize_answer(qa.ask(video, question, prune=cfg, frames=n).to_dict())
+        shown, cfg_q, n, sampler = row_inputs(qa, row, cfg, video, question, n)
+        return summarize_answer(qa.ask(shown, question, prune=cfg_q, frames=n, sampler=sampler).to_dict())
 
     out = runs / row.folder(model, split)
     run_eval(ds, out, lambda todo: local_records(todo, answer), ExactJudge(), row.config(model, split),
@@ -296,6 +301,11 @@ def evaluate_rows(qa, root: Path, runs: Path, rows: list[Row], model: str, split
     return results
 
 
+def _has_fidelity(rows: list[Row], k: int) -> bool:
+    labels = {r.label for r in rows}
+    return all(r.label in labels for r in fidelity_rows(k)) and {"8 frames, unpruned", "max frames, unpruned"} <= labels
+
+
 def run_long(model: str = "demo-long", runs_dir: str | Path = "runs/long", clips: int | None = None,
              device: str | None = None, split: str = "test", rows: list[Row] | None = None, k: int = LONG_K) -> str:
     """The long-clip table (and its plot) for `model` on the first `clips` clips of `split`."""
@@ -323,6 +333,9 @@ def run_long(model: str = "demo-long", runs_dir: str | Path = "runs/long", clips
             f"{next((r.prune.k for r in rows if r.prune.method == 'fastv'), '-')}. Prefill time: measured, "
             f"% of the unpruned 8-frame row. Event position: questions about the brief event only.\n"
             + format_table(results, types)
+            + (f"\n\nMany frames (FastV K={k}; original positions): accuracy kept at R=0.9 against the same frames "
+               "unpruned, and at the prefill FLOPs of unpruned 8 frames against those (own dims):\n"
+               + format_fidelity(results, k) if _has_fidelity(rows, k) else "")
             + "\n\nReads the event (unpruned; erased: the same clips rendered without their events; shown: the "
               "sampled frames show every event; reads: right with the event and a different answer without it; "
               "blind: each type's most common answer on the split):\n" + format_reads(reads)
