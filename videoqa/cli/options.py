@@ -11,10 +11,10 @@ import math
 import sys
 from typing import TYPE_CHECKING
 
-from ..errors import InputError
-from ..model import conversation_of
-from ..model_card import SAMPLERS
-from ..model_policy import policy_of
+from ..errors import InputError, ModelLoadError
+from ..model import resolve_model
+from ..model_card import SAMPLERS, ModelCard, read_card
+from ..model_policy import model_policy
 from ..pruning import AUTO, REGISTRY, PruneConfig, parse_r
 
 if TYPE_CHECKING:
@@ -216,19 +216,30 @@ def prune_from_args(args: argparse.Namespace, default_k: int | None = None) -> P
 def model_spec_from_args(args: argparse.Namespace) -> dict:
     """What `VideoQA.from_spec` needs, as plain data (it is shipped to Ray actors and recorded). What is not
     given comes from the model's videoqa.json (its conversation, K), so records name the settings that ran."""
-    card = policy_of(args.model)
+    card = _card_of(args.model)
+    policy = model_policy(card)
     return {
         "model": args.model,
         "device": args.device,
         "dtype": args.dtype,
         "attn_implementation": args.attn,
-        "prune": prune_from_args(args, card.k).to_dict(),
+        "prune": prune_from_args(args, policy.k).to_dict(),
         "frames": args.frames,
-        "sampler": args.sampler or card.sampler,
+        "sampler": args.sampler or policy.sampler,
         "max_new_tokens": args.max_new_tokens,
-        "prompt": args.prompt or conversation_of(args.model),
+        "prompt": args.prompt or card.conversation,
         "decode": "compiled" if args.compile else "eager",
     }
+
+
+def _card_of(model: str) -> ModelCard:
+    """The model folder's card; the defaults for a model that cannot be found, so that the cheaper checks (the
+    results file, the clips) speak first and loading the model says what is missing. A bad card is an error."""
+    try:
+        path = resolve_model(model)
+    except ModelLoadError:
+        return ModelCard()
+    return read_card(path)
 
 
 def load_qa(args: argparse.Namespace) -> VideoQA:
