@@ -115,3 +115,14 @@ def test_the_sweep_writes_its_choice_into_the_card(carded):
     before = (carded / CARD_FILE).read_text()
     assert "left as it was" in write_choice(carded, rows, [ref] + [result(80, 90, 0.5)] * 4, "x")
     assert (carded / CARD_FILE).read_text() == before
+
+
+def test_bench_run_folders_follow_the_cards_constants(carded, tiny_model_dir):
+    from videoqa.bench.long import Row
+
+    row = Row("adaptive FastV", PruneConfig(method="fastv", k=2, r="auto"))
+    fixed = Row("8 frames", PruneConfig(method="none"), 8)
+    plain, card = policy_of(str(tiny_model_dir)), policy_of(str(carded))
+    assert row.folder("m", "test", plain) == row.folder("m", "test")  # no card: the names runs always had
+    assert row.folder("m", "test", card) != row.folder("m", "test")  # a rewritten card never resumes old runs
+    assert fixed.folder("m", "test", card) == fixed.folder("m", "test")  # a row the policy does not touch

@@ -28,6 +28,7 @@ from ..batch.store import latest_by_key, read_records
 from ..eval.datasets import QADataset, load_dataset
 from ..eval.judges import ExactJudge
 from ..eval.run import run_eval
+from ..model_policy import ModelPolicy
 from ..pruning import REGISTRY, ModelDims, PruneConfig
 from ..pruning.adaptive import AdaptivePolicy, video_llava_7b_dims
 from ..pruning.flops import estimate_flops
@@ -59,17 +60,20 @@ class Row:
     sampler: str | None = None  # None: the model's default frame sampler; "oracle": long_rows.oracle_clip
     match_flops: bool = False  # R (and frames) per question: the FLOPs of unpruned 8 frames (long_rows)
 
-    def config(self, model: str, split: str) -> dict:
-        policy = self.policy or AdaptivePolicy()
+    def config(self, model: str, split: str, card: ModelPolicy | None = None) -> dict:
+        """What the row runs; `card`: the model's own policy, which fills what the row leaves unset (so a card
+        rewritten by `--sweep --write-card` never resumes a run made with the old constants)."""
+        policy = self.policy or (card.policy if card else AdaptivePolicy())
+        sampler_used = self.sampler or (card.sampler if card and card.sampler != "uniform" else None)
         # absent when unset: older run folders keep their names
-        sampler = ({"sampler": self.sampler} if self.sampler else {}) | (
+        sampler = ({"sampler": sampler_used} if sampler_used else {}) | (
             {"match_flops": True} if self.match_flops else {})
         return {"dataset": f"long-{split}", "model": model, "prune": self.prune.to_dict(), "frames": self.frames,
                 "policy": asdict(policy) if self.prune.adaptive or self.frames == "auto" else None} | sampler
 
-    def folder(self, model: str, split: str) -> str:
+    def folder(self, model: str, split: str, card: ModelPolicy | None = None) -> str:
         """A folder name that changes whenever the configuration does, so a resumed run never mixes two."""
-        digest = hashlib.sha1(json.dumps(self.config(model, split), sort_keys=True).encode()).hexdigest()[:8]
+        digest = hashlib.sha1(json.dumps(self.config(model, split, card), sort_keys=True).encode()).hexdigest()[:8]
         return re.sub(r"[^a-z0-9.]+", "-", self.label.lower()).strip("-") + "-" + digest
 
 
@@ -160,8 +164,8 @@ def run_row(qa, ds: QADataset, runs: Path, row: Row, model: str, split: str, fra
         shown, cfg_q, n, sampler = row_inputs(qa, row, cfg, video, question, n)
         return summarize_answer(qa.ask(shown, question, prune=cfg_q, frames=n, sampler=sampler).to_dict())
 
-    out = runs / row.folder(model, split)
-    run_eval(ds, out, lambda todo: local_records(todo, answer), ExactJudge(), row.config(model, split),
+    out = runs / row.folder(model, split, qa.model_policy)
+    run_eval(ds, out, lambda todo: local_records(todo, answer), ExactJudge(), row.config(model, split, qa.model_policy),
              progress=False)
     wanted = {it.question_id for it in ds.present}
     return {k: v for k, v in latest_by_key(read_records(out / "predictions.jsonl")).items() if k in wanted}
@@ -290,7 +294,7 @@ def evaluate_rows(qa, root: Path, runs: Path, rows: list[Row], model: str, split
     for row in rows:
         preds = run_row(qa, ds, runs, row, model, split, resolve_frames(row, rows, done, qa.dims))
         done[row.label] = preds
-        hits = exact_hits(root, runs / row.folder(model, split) / "predictions.jsonl")
+        hits = exact_hits(root, runs / row.folder(model, split, qa.model_policy) / "predictions.jsonl")
         results.append(measure(row.label, preds, {q: hits[q] for q in preds}, info, qa.dims))
     ref = done[rows[0].label]
     for r, row in zip(results, rows, strict=True):  # prefill time over the questions both answered
