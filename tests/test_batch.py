@@ -485,6 +485,6 @@ def test_batch_checks_the_pruning_options_once(tiny_setup, tmp_path, monkeypatch
     model, clips = tiny_setup
     calls = []
     real = options.prune_from_args
-    monkeypatch.setattr(options, "prune_from_args", lambda args: calls.append(1) or real(args))
+    monkeypatch.setattr(options, "prune_from_args", lambda *a: calls.append(1) or real(*a))
     assert main(["batch", *_batch_args(model, clips / "c0.mp4", tmp_path / "once.jsonl")]) == 0
     assert "1 run" in capsys.readouterr().out and len(calls) == 1

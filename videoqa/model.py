@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import InputError, ModelLoadError
+from .model_card import ModelCard, read_card
 
 if TYPE_CHECKING:  # torch is imported where a model is loaded: the command line checks model names without it
     import torch
@@ -31,6 +32,7 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     name: str
+    card: ModelCard = ModelCard()  # the folder's videoqa.json: its conversation, its policy constants
 
 
 def packaged_path(name: str) -> Path:
@@ -174,7 +176,7 @@ def load_model(
     model.to(dev).eval()
     # Batched prompts must be left-padded so every sample's last token is at the end.
     processor.tokenizer.padding_side = "left"
-    return LoadedModel(model=model, processor=processor, device=dev, dtype=dt, name=name)
+    return LoadedModel(model=model, processor=processor, device=dev, dtype=dt, name=name, card=read_card(path))
 
 
 def _check_folder(name: str, folder: Path) -> None:
@@ -216,6 +218,12 @@ LLAVA_V1_SYSTEM = (
     "The assistant gives helpful, detailed, and polite answers to the human's questions."
 )
 PROMPT_TEMPLATES = {"plain": "", "official": LLAVA_V1_SYSTEM + " "}
+
+
+def conversation_of(name: str) -> str:
+    """The conversation a model was trained on (its folder's videoqa.json; "official" without one): the default
+    prompt template."""
+    return read_card(resolve_model(name)).conversation
 
 
 def build_prompt(question: str, history: list[tuple[str, str]] | None = None, template: str = "plain") -> str:

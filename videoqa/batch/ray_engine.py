@@ -69,10 +69,10 @@ def fixed_frame_count(model_spec: dict) -> int | None:
     return None if PruneConfig(**model_spec["prune"]).adaptive else DEFAULT_FRAMES
 
 
-def _decode_row(row: dict, frames: int | None, timeout_s: float | None) -> dict:
-    """CPU stage: check the clip is the one the driver saw, then decode it (or, when the frame count is the
-    actor's choice, probe its length) under a timeout. A failure becomes the row's `error`; the actor turns it
-    into an error record."""
+def _decode_row(row: dict, frames: int | None, timeout_s: float | None, sampler: str = "uniform") -> dict:
+    """CPU stage: check the clip is the one the driver saw, then decode it with `sampler` (or, when the frame
+    count is the actor's choice, probe its length) under a timeout. A failure becomes the row's `error`; the
+    actor turns it into an error record."""
     import pickle
 
     from ..video import probe_video, sample_frames
@@ -82,7 +82,7 @@ def _decode_row(row: dict, frames: int | None, timeout_s: float | None) -> dict:
     try:
         check_same_file(path, row["fingerprint"])
         if frames:
-            clip = pickle.dumps(call_with_timeout(lambda: sample_frames(path, frames), timeout_s))
+            clip = pickle.dumps(call_with_timeout(lambda: sample_frames(path, frames, sampler=sampler), timeout_s))
         else:
             duration = call_with_timeout(lambda: probe_video(path), timeout_s).duration_s
     except Exception as e:
@@ -188,12 +188,16 @@ def _pipeline(rows: list[dict], model_spec: dict, opts: RayOptions, layout: dict
     """The Ray Data pipeline over `shipped_rows`; runs where Ray Data can run (the driver actor)."""
     import ray
 
+    from ..model_policy import policy_of
+
     ray.data.DataContext.get_current().enable_progress_bars = False  # the caller's bar counts records
     ds = ray.data.from_items(rows, override_num_blocks=min(len(rows), 200))
     # Decoding asks for a different CPU share than the actors so Ray does not fuse it into the actor
     # process: clips are decoded by CPU tasks while the actors run the model, not in turn with it.
-    ds = ds.map(_decode_row, fn_kwargs={"frames": fixed_frame_count(model_spec), "timeout_s": opts.timeout_s},
-                num_cpus=opts.decode_cpus)
+    # the frames the actor's pipeline would sample: the spec's sampler, else the model card's
+    sampler = model_spec.get("sampler") or policy_of(model_spec["model"]).sampler
+    ds = ds.map(_decode_row, fn_kwargs={"frames": fixed_frame_count(model_spec), "timeout_s": opts.timeout_s,
+                                        "sampler": sampler}, num_cpus=opts.decode_cpus)
     ds = ds.map_batches(_QAActor, fn_constructor_kwargs={"model_spec": model_spec, "timeout_s": opts.timeout_s},
                         batch_size=opts.batch_size, batch_format="numpy",
                         compute=ray.data.ActorPoolStrategy(size=opts.actors), num_cpus=layout["cpus"],

@@ -75,6 +75,9 @@ class Decision:
     reason: str
     memory: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # each policy constant -> {"value", "source"}: the model's videoqa.json or Video-LLaVA-7B's default
+    # (videoqa/model_policy.py); empty when decide() is called directly
+    constants: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
