@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from videoqa.batch.ray_engine import _decode_row
+from videoqa.batch.shipped import shipped_rows
 from videoqa.batch.store import read_records
-from videoqa.batch.worklist import answer_options, fingerprint
+from videoqa.batch.worklist import WorkItem, answer_options, fingerprint
 from videoqa.cli import main
 from videoqa.errors import InputError
 from videoqa.model_card import CARD_FILE, SAMPLERS
@@ -104,7 +105,8 @@ def test_batch_records_are_keyed_by_sampler(tiny_model_dir, event_clip, tmp_path
 
 
 def test_the_ray_decode_stage_uses_the_sampler(event_clip):
-    row = {"item": json.dumps({"key": "k", "id": "i", "video": str(event_clip), "question": "q", "meta": {}})}
+    item = WorkItem(key="k", id="i", video=str(event_clip), question="q", meta={})
+    (row,) = shipped_rows([item])  # the row as the driver ships it: absolute path and fingerprint
     out = _decode_row(row, 8, None, sampler="content")
     clip = pickle.loads(out["clip"])
     assert not out["error"] and clip.sampler == "content"
