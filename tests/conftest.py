@@ -7,6 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
+# transformers' logging handler holds the sys.stderr of the moment transformers is first imported. The CLI imports
+# it lazily now, so without this the first import could happen inside a test capturing stderr, and a later
+# test's warnings would go to that closed capture ("--- Logging error ---") instead of the real stderr.
+import transformers  # noqa: F401, E402
+
 from videoqa.tiny import TinySpec, make_tiny_model
 
 torch.set_num_threads(max(1, min(2, torch.get_num_threads())))

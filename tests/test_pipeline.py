@@ -44,7 +44,7 @@ def test_answer_equals_direct_generate(tiny_qa, clip_path):
     answer = tiny_qa.ask(clip_path, question, prune=PruneConfig(method="none"), max_new_tokens=8)
     frames = sample_frames(clip_path, 8).frames
     proc = tiny_qa.processor
-    inputs = proc(text=[build_prompt(question)], videos=[list(frames)], return_tensors="pt")
+    inputs = proc(text=[build_prompt(question, template=tiny_qa.prompt)], videos=[list(frames)], return_tensors="pt")
     out = tiny_qa.model.generate(**inputs, max_new_tokens=8, do_sample=False)
     new = out[0, inputs["input_ids"].shape[1]:]
     expected = proc.tokenizer.decode(new, skip_special_tokens=True).strip()
