@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .options import add_model_options, add_prune_options, load_qa
+from .options import add_model_options, add_prune_options, load_qa, model_spec_from_args
 
 
 def register(sub) -> None:
@@ -24,8 +24,9 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..video import check_file
 
+    spec = model_spec_from_args(args)  # option errors first: they are the user's typing, found without I/O
     check_file(args.video)  # a missing clip is reported at once, not after the model has loaded
-    qa = load_qa(args)
+    qa = load_qa(args, spec)
     if args.json:
         answer = qa.ask(args.video, args.question)
         print(json.dumps(answer.to_dict()))

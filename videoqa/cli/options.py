@@ -243,11 +243,12 @@ def _card_of(model: str) -> ModelCard:
     return read_card(path)
 
 
-def load_qa(args: argparse.Namespace) -> VideoQA:
-    """The model the options describe (loaded once; their pruning is its default)."""
+def load_qa(args: argparse.Namespace, spec: dict | None = None) -> VideoQA:
+    """The model the options describe (loaded once; their pruning is its default). `spec`: the options'
+    `model_spec_from_args`, when the caller already has it (checked once)."""
     from ..pipeline import VideoQA
 
-    return VideoQA.from_spec(model_spec_from_args(args))
+    return VideoQA.from_spec(spec or model_spec_from_args(args))
 
 
 def backend_from_args(args: argparse.Namespace, spec: dict | None = None) -> Produce:
