@@ -17,6 +17,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from videoqa.heatmap import HATCH, KEPT_OUTLINE, MERGED_MIX, MERGED_TINT, score_scale_css
 from videoqa.model import packaged_path
 from videoqa.pruning import REGISTRY
 
@@ -29,6 +30,7 @@ __all__ = ["CSS", "DEFAULT_SAMPLES", "build_app", "launch", "list_samples", "par
 DEFAULT_SAMPLES = packaged_path("clips")
 MAX_FRAMES = 32
 NARROW = "@media (max-width: 640px)"
+_MERGED_SWATCH = tuple(round((1 - MERGED_MIX) * 150 + MERGED_MIX * t) for t in MERGED_TINT)  # on a mid grey
 MODEL = {"concurrency_id": "model", "concurrency_limit": 1}  # one answer at a time: one model
 
 CSS = f"""
@@ -38,12 +40,23 @@ CSS = f"""
 #chat .message-content .md {{ white-space: pre-wrap; }}
 /* every frame's heatmap at once (no fixed-height scroll box), each caption in full under its image */
 .heatmaps, .heatmaps .grid-wrap {{ height: auto !important; max-height: none !important; }}
-.heatmaps .grid-container {{ grid-template-columns: repeat(var(--grid-cols), minmax(0, 1fr));
+/* columns at most 300 px wide: a one-frame answer is not one 880 px picture */
+.heatmaps .grid-container {{ grid-template-columns: repeat(var(--grid-cols), minmax(0, 300px));
   padding-top: 2.2rem; }}  /* below the gallery's download button */
 .heatmaps .thumbnail-item {{ aspect-ratio: auto; display: flex; flex-direction: column; height: auto; }}
 .heatmaps .thumbnail-item img {{ aspect-ratio: 1 / 1; width: 100%; height: auto; }}
 .heatmaps .caption-label {{ position: static; max-width: none; white-space: normal; overflow: visible;
   border: none; border-radius: 0; font-size: 0.85em; }}
+#legend {{ font-size: 0.85em; line-height: 1.9; }}
+#legend .swatch {{ display: inline-block; width: 1.1em; height: 1.1em; vertical-align: -0.2em; margin: 0 0.3em 0 0.8em;
+  border-radius: 2px; }}
+#legend .kept {{ background: #9a9a9a; outline: 2px solid rgb{KEPT_OUTLINE}; outline-offset: -2px; }}
+#legend .dropped {{ background: repeating-linear-gradient(45deg, rgb{HATCH} 0 2px, #555 2px 6px); }}
+#legend .merged {{ background: rgb{_MERGED_SWATCH}; }}
+#legend .scale {{ display: inline-block; width: 9em; height: 0.9em; vertical-align: -0.1em; margin: 0 0.4em;
+  background: {score_scale_css()}; border-radius: 2px; }}
+/* the legend goes with the heatmaps: none before the first answer */
+#results:not(:has(#heatmaps)) #legend {{ display: none; }}
 #examples td .container {{ width: 44px !important; height: 44px !important; margin: 0; }}
 #examples td img {{ width: 100%; height: 100%; object-fit: cover; }}
 #examples td {{ padding: 3px 6px; }}
@@ -52,6 +65,18 @@ CSS = f"""
   #chat {{ height: 52vh !important; }}
 }}
 """
+
+
+def legend_html(scores: bool) -> str:
+    """What the heatmaps' marks mean; with `scores`, the colour scale of "Colour patches by attention score"."""
+    marks = ("<span class='swatch kept'></span>kept (the frame’s own colours, outlined)"
+             "<span class='swatch dropped'></span>dropped (grey, hatched)"
+             "<span class='swatch merged'></span>dropped but merged into a kept token (FastVID)")
+    if scores:
+        marks = ("colour = the method’s score for the question: low<span class='scale'></span>high "
+                 "(methods that rank by attention; others as usual); kept patches outlined")
+    return (f"<div><b>Kept visual tokens per frame</b>, each frame as the model saw it: {marks}. "
+            "“+ summary”: the frame’s summary token (one token for the whole frame) was kept too.</div>")
 
 
 def build_app(qa, samples_dir: str | Path | None = DEFAULT_SAMPLES, cache_dir: str | Path | None = None,
@@ -109,11 +134,13 @@ def _chat_tab() -> dict:
         ui["export"] = gr.Button("Export JSON", size="sm", min_width=60, elem_id="export")
     ui["export_file"] = gr.File(label="Conversation (JSON)", visible=False, elem_id="export-file")
     ui["stats"] = gr.Markdown(label="Answer stats", elem_id="stats")
-    ui["gallery"] = gr.Gallery(
-        label="Kept visual tokens per frame", show_label=False,  # the stats above it carry the legend
-        columns=4, height=None, format="png", object_fit="contain", elem_id="heatmaps",
-        elem_classes=["heatmaps"], allow_preview=True, visible=False,
-    )
+    with gr.Column(elem_id="results"):
+        ui["legend"] = gr.HTML(legend_html(False), elem_id="legend")
+        ui["gallery"] = gr.Gallery(
+            label="Kept visual tokens per frame", show_label=False,  # the legend above says what it shows
+            columns=4, height=None, format="png", object_fit="contain", elem_id="heatmaps",
+            elem_classes=["heatmaps"], allow_preview=True, visible=False,
+        )
     return ui
 
 
@@ -154,9 +181,10 @@ def _clip_panel(qa, examples) -> dict:
         ui["k"] = gr.Number(value=k.default if default.k is None else default.k, precision=0, minimum=k.low,
                             maximum=dims.n_layers - 1,
                             label=f"K (FastV layer, 1..{dims.n_layers - 1})")
-        ui["r"] = gr.Textbox(value=str(default.r), label="R (share dropped, 0..1) or auto", max_lines=1)
-        ui["frames"] = gr.Slider(0, MAX_FRAMES, value=qa.frames or 0, step=1, label="Frames (0 = default / auto)")
-        ui["show_scores"] = gr.Checkbox(False, label="Colour patches by attention score")
+        ui["r"] = gr.Textbox(value=str(default.r), label="R (share dropped, 0..1) or auto", max_lines=1, elem_id="r")
+        ui["frames"] = gr.Slider(0, MAX_FRAMES, value=qa.frames or 0, step=1, label="Frames (0 = default / auto)",
+                                 elem_id="frames")
+        ui["show_scores"] = gr.Checkbox(False, label="Colour patches by attention score", elem_id="show-scores")
     ui["examples"] = gr.Dataset(
         components=["image", "textbox"], headers=["Clip", "Suggested question"],
         samples=[[str(ex.poster), ex.question] for ex in examples] or [[None, ""]],
@@ -204,6 +232,7 @@ def _wire(ui: dict, actions: ChatActions) -> None:
     # The chat's own trash icon: the same reset as Clear (the model forgets too, not just the display).
     on(ui["chat"].clear, actions.clear, [s], cleared, api_name="ui_chat_clear", **instant)
     on(ui["export"].click, actions.export, [s], ("export_file",), api_name="ui_export", **instant)
+    ui["show_scores"].change(legend_html, ui["show_scores"], ui["legend"], **instant)
 
     comparing = gr.on([ui["compare_run"].click, ui["compare_question"].submit], actions.compare,
                       _compare_inputs(ui), _compare_outputs(ui), show_progress="minimal", api_name="ui_compare",

@@ -60,9 +60,7 @@ def format_stats(answer, follow_up: bool = False) -> str:
         ("speed", f"{s.tokens_per_s:.1f} tokens/s ({s.new_tokens} new tokens, prompt {s.prompt_tokens})"),
         ("peak memory", f"{fmt_bytes(s.peak_memory_bytes)} ({s.peak_memory_kind}) · {s.device}, {s.dtype}"),
     ]
-    return ("| answer | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
-            + "\n\n**Kept visual tokens per frame**, each frame as the model saw it: dimmed = dropped, "
-              "blue = merged into a kept token.")
+    return "| answer | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
 
 
 def summary_line(answer) -> str:
