@@ -35,6 +35,11 @@ MODEL = {"concurrency_id": "model", "concurrency_limit": 1}  # one answer at a t
 
 CSS = f"""
 #stats table {{ font-size: 0.9em; }}
+#stats thead {{ display: none; }}  /* a two-column table of named values: no header row */
+/* one typing indicator: the answer's own "…" bubble, not Gradio's pending dots as well */
+#chat .message.pending, #chat .message-row:has(> .pending) {{ display: none !important; }}
+/* the chat's toolbar (copy all, clear) sits above the first bubble, not over it */
+#chat .bubble-wrap {{ padding-top: 2.4rem; }}
 #stats td:first-child {{ white-space: nowrap; font-weight: 600; }}
 /* the text of a message exactly as typed, spaces and line breaks included */
 #chat .message-content .md {{ white-space: pre-wrap; }}
@@ -79,6 +84,13 @@ def legend_html(scores: bool) -> str:
             "“+ summary”: the frame’s summary token (one token for the whole frame) was kept too.</div>")
 
 
+def placeholder(clip_name: str | None) -> str:
+    """What the empty chat says: what to do next."""
+    if clip_name:
+        return f"“{clip_name}” is loaded: ask about it."
+    return "Upload a clip or pick an example, then ask about it."
+
+
 def build_app(qa, samples_dir: str | Path | None = DEFAULT_SAMPLES, cache_dir: str | Path | None = None,
               max_age_s: float = 3600) -> gr.Blocks:
     """A Blocks app around a loaded `VideoQA` (loaded once, shared by every session).
@@ -121,7 +133,7 @@ def _chat_tab() -> dict:
     ui = {}
     ui["chat"] = gr.Chatbot(
         label="Chat", show_label=False, height=420, elem_id="chat", render_markdown=False, layout="bubble",
-        placeholder="Upload a clip or pick an example, then ask about it.",
+        placeholder=placeholder(None), buttons=["copy", "copy_all"],  # no "share": it needs a Space
     )
     with gr.Row(elem_id="ask-row"):
         ui["question"] = gr.Textbox(placeholder="Ask about the clip…", show_label=False, label="Question",
@@ -228,9 +240,11 @@ def _wire(ui: dict, actions: ChatActions) -> None:
            api_name=False, **instant)
     on(ui["stop"].click, actions.stop, [s], ("chat",), api_name="ui_stop", **instant)
     cleared = ("chat", "gallery", "stats", "export_file")
-    on(ui["clear"].click, actions.clear, [s], cleared, api_name="ui_clear", **instant)
-    # The chat's own trash icon: the same reset as Clear (the model forgets too, not just the display).
-    on(ui["chat"].clear, actions.clear, [s], cleared, api_name="ui_chat_clear", **instant)
+    # The chat's own trash icon does the same reset as Clear (the model forgets too, not just the display).
+    # The emptied chat then says the clip is still loaded.
+    for trigger, name in ((ui["clear"].click, "ui_clear"), (ui["chat"].clear, "ui_chat_clear")):
+        on(trigger, actions.clear, [s], cleared, api_name=name, **instant).then(
+            lambda session: gr.update(placeholder=placeholder(session.clip_name)), [s], [ui["chat"]], **instant)
     on(ui["export"].click, actions.export, [s], ("export_file",), api_name="ui_export", **instant)
     ui["show_scores"].change(legend_html, ui["show_scores"], ui["legend"], **instant)
 
