@@ -28,7 +28,15 @@ from videoqa.pruning import REGISTRY, PruneConfig, Ratio
 from videoqa.pruning import parse_r as parse_ratio
 
 from .media import VIDEO_EXTENSIONS, Example, preview, sweep_cache
-from .present import answer_warnings, exchange_record, export_document, format_stats, reason, summary_line
+from .present import (
+    answer_warnings,
+    answers_differ,
+    exchange_record,
+    export_document,
+    format_stats,
+    reason,
+    summary_line,
+)
 from .session import ChatSession, Exchange, Settings
 
 log = logging.getLogger(__name__)
@@ -294,7 +302,15 @@ class ChatActions:
             yield _skip(out)
             return
         out[1:] = ["", None, ""] * n  # nothing left over from an earlier comparison
+        try:  # settings every method would refuse: one message, not one per method
+            for method in self.methods:
+                self.config(Settings(method, k, str(r), frames, bool(show_scores)))
+        except VideoQAError as e:
+            out[0] = f"⚠️ {reason(e)} Nothing was compared."
+            yield _skip(out)
+            return
         epoch, clip = session.epoch, session.clip
+        answers = {}
         for i, method in enumerate(self.methods):
             out[0] = f"Answering with **{method}** ({i + 1}/{n})…"
             yield _skip(out)
@@ -302,8 +318,9 @@ class ChatActions:
                 if session.epoch != epoch:
                     return  # a new clip meanwhile: this comparison is no longer wanted
                 out[1 + 3 * i: 4 + 3 * i] = [text, gallery, summary]
+                answers[method] = text
                 yield _skip(out)
-        out[0] = f"Compared {n} methods on “{session.clip_name}”: “{question}”"
+        out[0] = f"Compared {n} methods on “{session.clip_name}”: “{question}”. {answers_differ(answers)}"
         yield _skip(out)
 
     def _compare_one(self, clip: str, question: str, method: str, k, r, frames, show_scores: bool):
@@ -317,7 +334,8 @@ class ChatActions:
                     yield text, SKIP, SKIP
                 else:
                     vp = self.qa.processor.video_processor
-                    gallery = render_heatmaps(item.clip, item.kept, vp.size, vp.crop_size, show_scores=show_scores)
+                    gallery = render_heatmaps(item.clip, item.kept, vp.size, vp.crop_size, show_scores=show_scores,
+                                              short=True)  # narrow columns: "#3 · kept 40/64"
                     notes = "".join(f"\n\n⚠️ {w}" for w in answer_warnings(item))
                     yield item.text or "(empty answer)", gallery, summary_line(item) + notes
         except VideoQAError as e:

@@ -62,6 +62,9 @@ CSS = f"""
   background: {score_scale_css()}; border-radius: 2px; }}
 /* the legend goes with the heatmaps: none before the first answer */
 #results:not(:has(#heatmaps)) #legend {{ display: none; }}
+/* Compare: one-line method names (same height in every column), two-line captions at most */
+.compare-head h4 {{ white-space: nowrap; overflow: hidden; text-overflow: ellipsis; margin: 0; }}
+.compare-heatmaps .caption-label {{ font-size: 0.78em; }}
 #examples td .container {{ width: 44px !important; height: 44px !important; margin: 0; }}
 #examples td img {{ width: 100%; height: 100%; object-fit: cover; }}
 #examples td {{ padding: 3px 6px; }}
@@ -169,7 +172,8 @@ def _compare_tab(default_method: str) -> dict:
     with gr.Row(equal_height=False, elem_id="compare"):
         for method in REGISTRY.names():
             with gr.Column(min_width=140, elem_id=f"compare-{method}", elem_classes=["compare-method"]):
-                gr.Markdown(f"#### {method}" + (" (chat's default)" if method == default_method else ""))
+                gr.Markdown(f"#### {method}" + (" <small>(chat’s default)</small>" if method == default_method else ""),
+                            elem_classes=["compare-head"])
                 ui["compare_answers"].append(gr.Textbox(label=f"{method}: answer", lines=2, interactive=False,
                                                         elem_classes=["compare-answer"]))
                 ui["compare_summaries"].append(gr.Markdown(label=f"{method}: kept tokens and FLOPs",
@@ -219,9 +223,13 @@ def _wire(ui: dict, actions: ChatActions) -> None:
 
     # Loading a clip never waits behind an answer; it empties the upload box for the next file.
     loaded = ("chat", "preview", "gallery", "stats", "upload")
-    on(ui["upload"].upload, actions.load_upload, [ui["upload"], s], loaded, api_name="ui_upload", **instant)
-    on(ui["examples"].click, actions.load_example, [ui["examples"], s], (*loaded, "question", "compare_question"),
-       api_name="ui_example", **instant)
+    loads = [on(ui["upload"].upload, actions.load_upload, [ui["upload"], s], loaded, api_name="ui_upload", **instant),
+             on(ui["examples"].click, actions.load_example, [ui["examples"], s],
+                (*loaded, "question", "compare_question"), api_name="ui_example", **instant)]
+    # A new clip: the last comparison was about the old one.
+    no_comparison = ("", *["", None, ""] * len(ui["compare_answers"]))
+    for load in loads:
+        load.then(lambda: no_comparison, None, _compare_outputs(ui), **instant)
 
     # Asking: the question moves into the chat at once, then the model answers the tab's queue.
     enqueue = functools.partial(gr.on, [ui["send"].click, question.submit])

@@ -85,3 +85,14 @@ def export_document(model: str, clip_name: str, records: list[dict]) -> dict:
         "clip": clip_name,
         "turns": records,
     }
+
+
+def answers_differ(answers: dict[str, str], width: int = 40) -> str:
+    """Compare mode's one line on where the methods' answers differ (by answer, the methods that gave it)."""
+    by_answer: dict[str, list[str]] = {}
+    for method, text in answers.items():
+        by_answer.setdefault(" ".join(text.split()), []).append(method)
+    if len(by_answer) <= 1:
+        return f"All {len(answers)} give the same answer."
+    parts = [f"“{a if len(a) <= width else a[:width - 1] + '…'}”: {', '.join(m)}" for a, m in by_answer.items()]
+    return "Answers differ — " + " · ".join(parts)

@@ -102,7 +102,7 @@ def score_scale_css(steps: int = 8) -> str:
 
 
 def render_heatmaps(
-    clip, kept: KeptTokens, size, crop, show_scores: bool = False
+    clip, kept: KeptTokens, size, crop, show_scores: bool = False, short: bool = False
 ) -> list[tuple[Image.Image, str]]:
     """One (image, caption) per sampled frame of `clip`, showing the patches in `kept`.
 
@@ -110,7 +110,8 @@ def render_heatmaps(
     frames and grid cells. With `show_scores` and `kept.scores`, patches are coloured by their ranking
     score (`score_scale_css`) instead of greyed out. Patches merged into a kept token (`kept.absorbed`, per
     frame in `kept.frame_masks()`) are tinted instead of greyed out, and counted in the caption. Kept
-    patches are outlined where they border others.
+    patches are outlined where they border others. `short` captions say only the frame and its kept patches
+    (for narrow columns).
     """
     layout = kept.layout
     frames = np.asarray(clip.frames)
@@ -150,7 +151,8 @@ def render_heatmaps(
         if not kept_px.all():
             pixels[_edge(kept_px, OUTLINE_WIDTH)] = KEPT_OUTLINE
         n_merged = int(merged_grid[f].sum())
-        caption = _caption(clip, f, int(kept_grid[f].sum()), g * g, masks[f]["cls_kept"], layout)
+        caption = (f"#{f + 1} · kept {int(kept_grid[f].sum())}/{g * g}" if short
+                   else _caption(clip, f, int(kept_grid[f].sum()), g * g, masks[f]["cls_kept"], layout))
         out.append((Image.fromarray(pixels), caption + (f" · {n_merged} merged" if n_merged else "")))
     return out
 
