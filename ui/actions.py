@@ -28,6 +28,7 @@ from videoqa.pruning import REGISTRY, PruneConfig, Ratio
 from videoqa.pruning import parse_r as parse_ratio
 
 from .media import VIDEO_EXTENSIONS, Example, preview, sweep_cache
+from .model_card import describe
 from .present import (
     answer_warnings,
     answers_differ,
@@ -82,6 +83,7 @@ class ChatActions:
         self.cache_dir, self.max_age_s, self.keep = cache_dir, max_age_s, keep
         self._next_sweep = 0.0  # monotonic time; the sweep walks the whole cache, so not after every answer
         self.methods = REGISTRY.names()  # compare mode: every registered method
+        self.card = describe(qa)  # what the model is; a demo model warns about clips unlike its training
 
     # -- the clip ---------------------------------------------------------------------------------------
 
@@ -111,6 +113,7 @@ class ChatActions:
         from videoqa.video import probe_video
 
         session.restart()
+        session.unlike_notice = None
         nothing = gr.update(value=None, label="Current clip")
         if not path:
             return {"chat": session.chat(), "preview": nothing}
@@ -124,6 +127,8 @@ class ChatActions:
             session.say(f"⚠️ Cannot use “{name}”: {reason(e)}")
             return {"chat": session.chat(), "preview": nothing}
         session.restart(path, name)
+        if not self.card.knows_clip(info.width, info.height, info.fps):
+            session.unlike_notice = self.card.unlike_notice()
         shown = preview(path, info.container, info.codec, self.work_dir)
         session.say(f"Loaded “{name}”: {info.duration_s:.1f} s, {info.fps:.1f} fps, {info.width}×{info.height}, "
                     f"{info.codec}. Ask a question.")
@@ -217,7 +222,11 @@ class ChatActions:
         ex.answer, ex.state = answer.text, "done"
         ex.record = exchange_record(answer, text, "done")
         session.show(ex, text)
-        session.add_notes(ex, [f"⚠️ {w}" for w in answer_warnings(answer)])
+        notes = [f"⚠️ {w}" for w in answer_warnings(answer)]
+        if session.unlike_notice:  # the first answer about a clip unlike the demo model's training says so, once
+            notes.append(session.unlike_notice)
+            session.unlike_notice = None
+        session.add_notes(ex, notes)
         if self.cache_dir is not None and time.monotonic() >= self._next_sweep:
             sweep_cache(self.cache_dir, self.max_age_s, keep=self.keep)
             self._next_sweep = time.monotonic() + self.max_age_s / 2
@@ -335,7 +344,7 @@ class ChatActions:
                 else:
                     vp = self.qa.processor.video_processor
                     gallery = render_heatmaps(item.clip, item.kept, vp.size, vp.crop_size, show_scores=show_scores,
-                                              short=True)  # narrow columns: "#3 · kept 40/64"
+                                              short=True)  # narrow columns: "#3 · 40/64"
                     notes = "".join(f"\n\n⚠️ {w}" for w in answer_warnings(item))
                     yield item.text or "(empty answer)", gallery, summary_line(item) + notes
         except VideoQAError as e:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import tempfile
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from videoqa.pruning import REGISTRY
 
 from .actions import ANSWER, ChatActions, parse_r
 from .media import VIDEO_EXTENSIONS, list_examples, list_samples, sweep_cache
+from .model_card import ModelCard, describe
 from .session import ChatSession
 
 __all__ = ["CSS", "DEFAULT_SAMPLES", "build_app", "launch", "list_samples", "parse_r", "sweep_cache"]
@@ -31,6 +33,8 @@ DEFAULT_SAMPLES = packaged_path("clips")
 MAX_FRAMES = 32
 NARROW = "@media (max-width: 640px)"
 _MERGED_SWATCH = tuple(round((1 - MERGED_MIX) * 150 + MERGED_MIX * t) for t in MERGED_TINT)  # on a mid grey
+SHOW_QUESTION_BOX = """() => { const el = document.querySelector('#ask-row'); const r = el?.getBoundingClientRect();
+  if (r && (r.top < 0 || r.bottom > innerHeight)) el.scrollIntoView({block: 'center'}); }"""
 MODEL = {"concurrency_id": "model", "concurrency_limit": 1}  # one answer at a time: one model
 
 CSS = f"""
@@ -64,13 +68,35 @@ CSS = f"""
 #results:not(:has(#heatmaps)) #legend {{ display: none; }}
 /* Compare: one-line method names (same height in every column), two-line captions at most */
 .compare-head h4 {{ white-space: nowrap; overflow: hidden; text-overflow: ellipsis; margin: 0; }}
-.compare-heatmaps .caption-label {{ font-size: 0.78em; }}
-#examples td .container {{ width: 44px !important; height: 44px !important; margin: 0; }}
-#examples td img {{ width: 100%; height: 100%; object-fit: cover; }}
-#examples td {{ padding: 3px 6px; }}
+.compare-heatmaps .caption-label {{ font-size: 0.75em; padding: 2px 4px; }}
+/* examples: compact buttons, thumbnail then question, left-aligned, two lines at most */
+#examples {{ gap: 4px; }}
+#examples .example {{ justify-content: flex-start; text-align: left; font-weight: normal; padding: 2px 6px;
+  min-height: 0; line-height: 1.25; }}
+#examples .example img {{ width: 30px; height: 30px; object-fit: cover; border-radius: 3px; margin-right: 6px;
+  flex: none; }}
+#model-card p {{ font-size: 0.9em; }}
 {NARROW} {{
+  #model-card p, #legend div {{ font-size: 0.8rem !important; line-height: 1.45 !important; }}
+  #preview video {{ max-height: 150px; }}
   .heatmaps .grid-container {{ grid-template-columns: repeat(2, minmax(0, 1fr)) !important; }}
   #chat {{ height: 52vh !important; }}
+  /* phone first: the clip box and the examples, then the chat and its results, then the clip's preview and
+     the pruning settings (the clip column's parts join the page's single column) */
+  #main {{ flex-direction: column; }}
+  #clip-col {{ display: contents; }}
+  #upload {{ order: 1; }}
+  #examples {{ order: 2; }}
+  #main-col {{ order: 3; }}
+  #preview {{ order: 4; }}
+  #settings {{ order: 5; }}
+  #examples {{ display: grid !important; grid-template-columns: 1fr 1fr; }}
+  #examples-title {{ grid-column: 1 / -1; }}
+  #examples .example {{ font-size: 0.8em; }}
+  /* Compare: one method per row, its heatmaps three across */
+  #compare {{ flex-direction: column; }}
+  #compare .compare-method {{ width: 100%; min-width: 100% !important; }}
+  .compare-heatmaps .grid-container {{ grid-template-columns: repeat(3, minmax(0, 1fr)) !important; }}
 }}
 """
 
@@ -87,11 +113,11 @@ def legend_html(scores: bool) -> str:
             "“+ summary”: the frame’s summary token (one token for the whole frame) was kept too.</div>")
 
 
-def placeholder(clip_name: str | None) -> str:
-    """What the empty chat says: what to do next."""
-    if clip_name:
-        return f"“{clip_name}” is loaded: ask about it."
-    return "Upload a clip or pick an example, then ask about it."
+def placeholder(card: ModelCard, clip_name: str | None) -> str:
+    """What the empty chat says: what to do next, and what the model is."""
+    todo = (f"“{clip_name}” is loaded: ask about it." if clip_name
+            else "Upload a clip or pick an example, then ask about it.")
+    return f"{todo}\n\n{card.markdown()}"
 
 
 def build_app(qa, samples_dir: str | Path | None = DEFAULT_SAMPLES, cache_dir: str | Path | None = None,
@@ -107,16 +133,17 @@ def build_app(qa, samples_dir: str | Path | None = DEFAULT_SAMPLES, cache_dir: s
     dims = qa.dims
     with gr.Blocks(title="videoqa", analytics_enabled=False, delete_cache=(1800, int(max_age_s))) as app:
         session = gr.State(ChatSession())  # each tab gets its own copy
+        card = describe(qa)
         gr.Markdown(
-            f"### videoqa — {qa.name}\n"
-            f"{dims.n_layers} LLM layers · {dims.tokens_per_frame} tokens per frame ({dims.grid}×{dims.grid} "
-            f"patches + CLS) · {qa.device} {str(qa.dtype).removeprefix('torch.')}"
+            f"### videoqa — {qa.name}\n{card.markdown()} {dims.n_layers} LLM layers, {dims.tokens_per_frame} "
+            f"visual tokens per frame ({dims.grid}×{dims.grid} patches + 1 summary token).",
+            elem_id="model-card",
         )
         with gr.Row(equal_height=False, elem_id="main"):
             with gr.Column(scale=3, min_width=340, elem_id="main-col"):
                 with gr.Tabs(elem_id="tabs"):
                     with gr.Tab("Chat", elem_id="chat-tab"):
-                        ui = _chat_tab()
+                        ui = _chat_tab(card)
                     with gr.Tab("Compare methods", elem_id="compare-tab"):
                         ui |= _compare_tab(qa.prune.method)
             with gr.Column(scale=1, min_width=280, elem_id="clip-col"):
@@ -125,18 +152,18 @@ def build_app(qa, samples_dir: str | Path | None = DEFAULT_SAMPLES, cache_dir: s
         ui["api"] = gr.Button(visible=False)  # trigger of the endpoints meant for API clients only
         ui["example_name"] = gr.Textbox(visible=False, label="Example clip name")
 
-        keep = frozenset(_files_in(ui["examples"].samples)) if examples else frozenset()
+        keep = frozenset(str(ex.poster) for ex in examples)  # the example buttons' thumbnails
         actions = ChatActions(qa, examples, work_dir, cache_dir, max_age_s, keep)
         _wire(ui, actions)
         _wire_api(ui, actions)
     return app
 
 
-def _chat_tab() -> dict:
+def _chat_tab(card: ModelCard) -> dict:
     ui = {}
     ui["chat"] = gr.Chatbot(
         label="Chat", show_label=False, height=420, elem_id="chat", render_markdown=False, layout="bubble",
-        placeholder=placeholder(None), buttons=["copy", "copy_all"],  # no "share": it needs a Space
+        placeholder=placeholder(card, None), buttons=["copy", "copy_all"],  # no "share": it needs a Space
     )
     with gr.Row(elem_id="ask-row"):
         ui["question"] = gr.Textbox(placeholder="Ask about the clip…", show_label=False, label="Question",
@@ -148,7 +175,6 @@ def _chat_tab() -> dict:
         ui["clear"] = gr.Button("Clear", size="sm", min_width=60, elem_id="clear")
         ui["export"] = gr.Button("Export JSON", size="sm", min_width=60, elem_id="export")
     ui["export_file"] = gr.File(label="Conversation (JSON)", visible=False, elem_id="export-file")
-    ui["stats"] = gr.Markdown(label="Answer stats", elem_id="stats")
     with gr.Column(elem_id="results"):
         ui["legend"] = gr.HTML(legend_html(False), elem_id="legend")
         ui["gallery"] = gr.Gallery(
@@ -156,13 +182,15 @@ def _chat_tab() -> dict:
             columns=4, height=None, format="png", object_fit="contain", elem_id="heatmaps",
             elem_classes=["heatmaps"], allow_preview=True, visible=False,
         )
+    ui["stats"] = gr.Markdown(label="Answer stats", elem_id="stats")  # one line; the table opens on demand
     return ui
 
 
 def _compare_tab(default_method: str) -> dict:
     ui = {"compare_answers": [], "compare_galleries": [], "compare_summaries": []}
     gr.Markdown("The same question answered with every pruning method, side by side (K, R and frames "
-                "from the Pruning settings; no chat history).")
+                "from the Pruning settings; no chat history). Under each frame: its number and the patches "
+                "kept of all (+ those merged into kept ones).")
     with gr.Row(elem_id="compare-ask"):
         ui["compare_question"] = gr.Textbox(placeholder="Question to compare…", show_label=False,
                                             label="Question to compare", scale=5, max_lines=4,
@@ -188,10 +216,11 @@ def _clip_panel(qa, examples) -> dict:
     ui = {}
     # No file_types filter: Gradio would reject other files with a toast; we answer in the chat.
     ui["upload"] = gr.File(label="Upload a clip (" + " ".join(VIDEO_EXTENSIONS) + ")", type="filepath",
-                           elem_id="upload")
+                           elem_id="upload", height=130)
+    ui |= _examples(examples)
     ui["preview"] = gr.Video(label="Current clip", interactive=False, height=200, elem_id="preview")
     dims, default = qa.dims, qa.prune
-    with gr.Accordion("Pruning", open=True):
+    with gr.Accordion("Pruning", open=True, elem_id="settings"):
         ui["method"] = gr.Radio(list(REGISTRY.names()), value=default.method, label="Method", elem_id="method")
         k = REGISTRY.option("k")  # the K box: for the methods that prune inside the LLM at layer K
         ui["k"] = gr.Number(value=k.default if default.k is None else default.k, precision=0, minimum=k.low,
@@ -201,12 +230,17 @@ def _clip_panel(qa, examples) -> dict:
         ui["frames"] = gr.Slider(0, MAX_FRAMES, value=qa.frames or 0, step=1, label="Frames (0 = default / auto)",
                                  elem_id="frames")
         ui["show_scores"] = gr.Checkbox(False, label="Colour patches by attention score", elem_id="show-scores")
-    ui["examples"] = gr.Dataset(
-        components=["image", "textbox"], headers=["Clip", "Suggested question"],
-        samples=[[str(ex.poster), ex.question] for ex in examples] or [[None, ""]],
-        label="Examples: one click loads the clip and its question", type="index", layout="table",
-        samples_per_page=max(1, len(examples)), elem_id="examples", visible=bool(examples),
-    )
+    return ui
+
+
+def _examples(examples) -> dict:
+    """One button per example (thumbnail and suggested question): each a tab stop, Enter or a click loads it."""
+    ui = {"example_buttons": []}
+    with gr.Column(elem_id="examples", visible=bool(examples), variant="compact"):
+        gr.Markdown("**Examples**: one click loads the clip and its question", elem_id="examples-title")
+        for i, ex in enumerate(examples):
+            ui["example_buttons"].append(gr.Button(ex.question, icon=str(ex.poster), size="sm",
+                                                   elem_classes=["example"], elem_id=f"example-{i}"))
     return ui
 
 
@@ -223,13 +257,20 @@ def _wire(ui: dict, actions: ChatActions) -> None:
 
     # Loading a clip never waits behind an answer; it empties the upload box for the next file.
     loaded = ("chat", "preview", "gallery", "stats", "upload")
-    loads = [on(ui["upload"].upload, actions.load_upload, [ui["upload"], s], loaded, api_name="ui_upload", **instant),
-             on(ui["examples"].click, actions.load_example, [ui["examples"], s],
-                (*loaded, "question", "compare_question"), api_name="ui_example", **instant)]
-    # A new clip: the last comparison was about the old one.
-    no_comparison = ("", *["", None, ""] * len(ui["compare_answers"]))
+    loads = [on(ui["upload"].upload, actions.load_upload, [ui["upload"], s], loaded, api_name="ui_upload", **instant)]
+    for i, button in enumerate(ui["example_buttons"]):
+        def pick(session, i=i):
+            return actions.load_example(i, session)
+
+        picked = on(button.click, pick, [s], (*loaded, "question", "compare_question"), api_name=f"ui_example_{i}",
+                    **instant)
+        loads.append(picked)
+    # A new clip: the last comparison was about the old one. Emptied in the page (no request to the server).
+    no_comparison = json.dumps(["", *["", None, ""] * len(ui["compare_answers"])])
     for load in loads:
-        load.then(lambda: no_comparison, None, _compare_outputs(ui), **instant)
+        load.then(None, None, _compare_outputs(ui), js=f"() => {no_comparison}", queue=False)
+        # On a phone the clip box and examples are above the chat: bring the question box into view.
+        load.then(None, None, None, js=SHOW_QUESTION_BOX, queue=False)
 
     # Asking: the question moves into the chat at once, then the model answers the tab's queue.
     enqueue = functools.partial(gr.on, [ui["send"].click, question.submit])
@@ -252,7 +293,8 @@ def _wire(ui: dict, actions: ChatActions) -> None:
     # The emptied chat then says the clip is still loaded.
     for trigger, name in ((ui["clear"].click, "ui_clear"), (ui["chat"].clear, "ui_chat_clear")):
         on(trigger, actions.clear, [s], cleared, api_name=name, **instant).then(
-            lambda session: gr.update(placeholder=placeholder(session.clip_name)), [s], [ui["chat"]], **instant)
+            lambda session: gr.update(placeholder=placeholder(actions.card, session.clip_name)), [s], [ui["chat"]],
+            **instant)
     on(ui["export"].click, actions.export, [s], ("export_file",), api_name="ui_export", **instant)
     ui["show_scores"].change(legend_html, ui["show_scores"], ui["legend"], **instant)
 
@@ -326,16 +368,6 @@ def wired(fn, names: tuple[str, ...] | None, api: bool = False):
         return arrange(fn(*args))
 
     return call
-
-
-def _files_in(value) -> list[str]:
-    """Paths of the files inside a component's processed value (e.g. a Dataset's samples)."""
-    if isinstance(value, dict):
-        return [value["path"]] if isinstance(value.get("path"), str) else [p for v in value.values()
-                                                                          for p in _files_in(v)]
-    if isinstance(value, (list, tuple)):
-        return [p for v in value for p in _files_in(v)]
-    return []
 
 
 def launch(app: gr.Blocks, *, host: str = "127.0.0.1", port: int = 7860, share: bool = False,

@@ -60,7 +60,9 @@ def format_stats(answer, follow_up: bool = False) -> str:
         ("speed", f"{s.tokens_per_s:.1f} tokens/s ({s.new_tokens} new tokens, prompt {s.prompt_tokens})"),
         ("peak memory", f"{fmt_bytes(s.peak_memory_bytes)} ({s.peak_memory_kind}) · {s.device}, {s.dtype}"),
     ]
-    return "| answer | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
+    table = "| answer | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
+    # One line shown, the nine rows on demand: on a phone the table was a screen tall.
+    return f"{summary_line(answer)}\n\n<details><summary>All stats</summary>\n\n{table}\n\n</details>"
 
 
 def summary_line(answer) -> str:

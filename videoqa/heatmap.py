@@ -110,8 +110,8 @@ def render_heatmaps(
     frames and grid cells. With `show_scores` and `kept.scores`, patches are coloured by their ranking
     score (`score_scale_css`) instead of greyed out. Patches merged into a kept token (`kept.absorbed`, per
     frame in `kept.frame_masks()`) are tinted instead of greyed out, and counted in the caption. Kept
-    patches are outlined where they border others. `short` captions say only the frame and its kept patches
-    (for narrow columns).
+    patches are outlined where they border others. `short` captions say only the frame, its kept patches
+    of all and how many were merged: '#3 · 40/64 +5 merged' (for narrow columns).
     """
     layout = kept.layout
     frames = np.asarray(clip.frames)
@@ -150,10 +150,14 @@ def render_heatmaps(
             pixels[~kept_px & ~merged_px & ((yy + xx) % HATCH_PERIOD < HATCH_WIDTH)] = HATCH
         if not kept_px.all():
             pixels[_edge(kept_px, OUTLINE_WIDTH)] = KEPT_OUTLINE
-        n_merged = int(merged_grid[f].sum())
-        caption = (f"#{f + 1} · kept {int(kept_grid[f].sum())}/{g * g}" if short
-                   else _caption(clip, f, int(kept_grid[f].sum()), g * g, masks[f]["cls_kept"], layout))
-        out.append((Image.fromarray(pixels), caption + (f" · {n_merged} merged" if n_merged else "")))
+        n_kept, n_merged = int(kept_grid[f].sum()), int(merged_grid[f].sum())
+        if short:
+            # no-break spaces: a narrow caption breaks only between its two parts, never inside one
+            caption = f"#{f + 1}\u00a0·\u00a0{n_kept}/{g * g}" + (f" +{n_merged}\u00a0merged" if n_merged else "")
+        else:
+            caption = _caption(clip, f, n_kept, g * g, masks[f]["cls_kept"], layout)
+            caption += f" · {n_merged} merged" if n_merged else ""
+        out.append((Image.fromarray(pixels), caption))
     return out
 
 
