@@ -85,7 +85,11 @@ def main() -> None:
                 page.set_default_timeout(60_000)
                 page.goto(url)
                 chat(page)
-                page.evaluate("window.scrollTo(0, 0)")
+                if name == "phone":  # the clip box and examples come first: show the conversation's screen
+                    page.evaluate("window.scrollTo(0, document.querySelector('#tabs').getBoundingClientRect().top"
+                                  " + scrollY)")
+                else:
+                    page.evaluate("window.scrollTo(0, 0)")
                 shoot(page, f"{name}-chat", full_page=name == "desktop")
                 compare(page)
                 if name == "phone":

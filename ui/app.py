@@ -202,7 +202,8 @@ def _compare_tab(default_method: str) -> dict:
             with gr.Column(min_width=140, elem_id=f"compare-{method}", elem_classes=["compare-method"]):
                 gr.Markdown(f"#### {method}" + (" <small>(chat’s default)</small>" if method == default_method else ""),
                             elem_classes=["compare-head"])
-                ui["compare_answers"].append(gr.Textbox(label=f"{method}: answer", lines=2, interactive=False,
+                ui["compare_answers"].append(gr.Textbox(label=f"{method}: answer", show_label=False, lines=2,
+                                                        interactive=False,
                                                         elem_classes=["compare-answer"]))
                 ui["compare_summaries"].append(gr.Markdown(label=f"{method}: kept tokens and FLOPs",
                                                            elem_classes=["compare-summary"]))
