@@ -267,3 +267,17 @@ def test_chat_chrome_stats_header_placeholder_and_one_typing_indicator(page, cli
     expect(rows(page)).to_have_count(0)
     expect(page.locator("#chat .placeholder")).to_contain_text("“walk.mp4” is loaded")
     assert "Upload a clip" not in page.locator("#chat .placeholder").inner_text()
+
+
+def test_clicking_a_heatmap_seeks_the_preview_to_that_frame(page, clips):
+    upload(page, clips["walk"])
+    video = page.locator("#preview video")
+    video.wait_for()
+    page.wait_for_function("v => v.readyState >= 1", arg=video.element_handle())
+    ask(page, "What is happening?")
+    thumb = page.locator("#heatmaps .thumbnail-item").nth(4)
+    expect(thumb).to_be_visible()
+    t = float(re.search(r"· (\d+\.\d+) s", thumb.inner_text()).group(1))
+    assert t > 0
+    thumb.click()
+    page.wait_for_function(f"v => Math.abs(v.currentTime - {t}) < 0.05", arg=video.element_handle())

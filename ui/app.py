@@ -35,6 +35,12 @@ NARROW = "@media (max-width: 640px)"
 _MERGED_SWATCH = tuple(round((1 - MERGED_MIX) * 150 + MERGED_MIX * t) for t in MERGED_TINT)  # on a mid grey
 SHOW_QUESTION_BOX = """() => { const el = document.querySelector('#ask-row'); const r = el?.getBoundingClientRect();
   if (r && (r.top < 0 || r.bottom > innerHeight)) el.scrollIntoView({block: 'center'}); }"""
+# Click a heatmap to seek the clip's preview to that frame (its time is in the caption: "#3 · 1.25 s · …").
+SEEK_ON_CLICK = """() => document.addEventListener('click', (e) => {
+  const item = e.target.closest('#heatmaps .thumbnail-item'), video = document.querySelector('#preview video');
+  const time = item && /· (\\d+(?:\\.\\d+)?) s/.exec(item.innerText);
+  if (time && video) video.currentTime = parseFloat(time[1]);
+}, true)"""
 MODEL = {"concurrency_id": "model", "concurrency_limit": 1}  # one answer at a time: one model
 
 CSS = f"""
@@ -387,5 +393,5 @@ def launch(app: gr.Blocks, *, host: str = "127.0.0.1", port: int = 7860, share: 
     return app.launch(
         server_name=host, server_port=port, share=share, auth=auth, max_file_size=max_file_size,
         allowed_paths=allowed, prevent_thread_lock=not block, ssr_mode=False, show_error=False,
-        quiet=not block, theme=theme, css=CSS, footer_links=["api"],
+        quiet=not block, theme=theme, css=CSS, js=SEEK_ON_CLICK, footer_links=["api"],
     )
