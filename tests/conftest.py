@@ -7,6 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
+# transformers' logging handler holds the sys.stderr of the moment transformers is first imported. The CLI imports
+# it lazily now, so without this the first import could happen inside a test capturing stderr, and a later
+# test's warnings would go to that closed capture ("--- Logging error ---") instead of the real stderr.
+import transformers  # noqa: F401, E402
+
 from videoqa.tiny import TinySpec, make_tiny_model
 
 torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
@@ -17,7 +22,7 @@ SAMPLE_CLIPS = sorted((REPO / "samples" / "clips").glob("*.mp4"))
 # Tests that take seconds each (a Ray cluster, a browser, a wheel build, fresh processes, long decodes; measured
 # with `--durations` on a 2-core machine), marked `slow` here in one list rather than in each file:
 # `make test-fast` leaves them out, `make test` (what CI runs) runs everything.
-SLOW_FILES = {"test_ray.py", "test_browser.py", "test_wheel.py"}
+SLOW_FILES = {"test_ray.py", "test_browser.py", "test_browser_chat.py", "test_wheel.py"}
 SLOW_TESTS = {  # test functions, every parametrization
     "test_answer_cap_larger_than_the_context_is_capped_by_it",
     "test_bench_command_prints_tables",
@@ -47,6 +52,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A random-weight Llama-based Video-LLaVA (8 frames x 65 visual tokens), saved with save_pretrained."""
     return make_tiny_model(tmp_path_factory.mktemp("tiny-llama"), TinySpec(family="llama"))
+
+
+@pytest.fixture(scope="session")
+def short_context_qa(tmp_path_factory):
+    """Like tiny_qa with a 1024-token context: 8 frames (520 visual tokens) leave room for ~20 chat turns."""
+    from videoqa.pipeline import VideoQA
+    from videoqa.pruning import PruneConfig
+
+    path = make_tiny_model(tmp_path_factory.mktemp("tiny-short"), TinySpec(family="llama", context=1024))
+    return VideoQA.from_pretrained(str(path), prune=PruneConfig(method="fastv", k=2, r=0.5), max_new_tokens=8)
 
 
 @pytest.fixture(scope="session")

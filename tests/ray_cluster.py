@@ -47,9 +47,11 @@ class Cluster:
     """A head node with `num_cpus` CPUs, a GCS port (`address`) and a Ray Client port (`client_address`).
 
     Token authentication is off (RAY_AUTH_MODE=disabled), as for a cluster on a trusted network. Not started
-    with --block: Ray then ties each Ray Client connection's server to a thread that exits at once."""
+    with --block: Ray then ties each Ray Client connection's server to a thread that exits at once. `cwd`: the
+    folder `ray start` runs in, which is its workers' working directory (default: this process's)."""
 
-    def __init__(self, num_cpus: int = 2, attempts: int = 2):
+    def __init__(self, num_cpus: int = 2, attempts: int = 2, cwd: str | None = None):
+        self.cwd = cwd
         # Ray gives a new raylet 30 s to start (not configurable); a heavily loaded machine can miss that.
         for attempt in range(attempts):
             try:
@@ -71,7 +73,7 @@ class Cluster:
                "--num-cpus", str(num_cpus), "--include-dashboard", "false", "--disable-usage-stats",
                "--temp-dir", self.temp_dir]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
+                                start_new_session=True, cwd=self.cwd)
         self.sid = proc.pid  # a new session's id is its leader's pid; the head's daemons stay in it
         try:
             self.log = proc.communicate(timeout=300)[0]

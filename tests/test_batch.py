@@ -286,6 +286,7 @@ def test_a_waiting_run_takes_over_when_the_holder_finishes(tmp_path, capfd):
 def test_ray_decode_stage_decodes_fixed_frame_counts_and_probes_otherwise(tmp_path):
     import pickle
 
+    from videoqa.batch.shipped import shipped_rows
     from videoqa.video import probe_video, sample_frames
 
     write_clip(tmp_path / "a.mp4", n_frames=30)
@@ -295,8 +296,9 @@ def test_ray_decode_stage_decodes_fixed_frame_counts_and_probes_otherwise(tmp_pa
     assert fixed_frame_count({"frames": 4, "prune": {**prune, "r": "auto"}}) == 4
     assert fixed_frame_count({"frames": None, "prune": {**prune, "r": "auto"}}) is None  # the actor's device decides
 
-    def row(name):
-        return {"item": json.dumps(WorkItem(key=name, video=str(tmp_path / name), question="q").__dict__)}
+    def row(name):  # as the driver sends it: the item, the clip's absolute path and its fingerprint
+        (shipped,) = shipped_rows([WorkItem(key=name, video=str(tmp_path / name), question="q")])
+        return shipped
 
     out = _decode_row(row("a.mp4"), frames=8, timeout_s=30)
     clip, ref = pickle.loads(out["clip"]), sample_frames(tmp_path / "a.mp4", 8)
@@ -483,6 +485,6 @@ def test_batch_checks_the_pruning_options_once(tiny_setup, tmp_path, monkeypatch
     model, clips = tiny_setup
     calls = []
     real = options.prune_from_args
-    monkeypatch.setattr(options, "prune_from_args", lambda args: calls.append(1) or real(args))
+    monkeypatch.setattr(options, "prune_from_args", lambda *a: calls.append(1) or real(*a))
     assert main(["batch", *_batch_args(model, clips / "c0.mp4", tmp_path / "once.jsonl")]) == 0
     assert "1 run" in capsys.readouterr().out and len(calls) == 1

@@ -111,3 +111,73 @@ def test_sweep_goal_names_what_fails():
     assert goal(result("c", 88, 59, 1.01), ref) == "no: > 30 s +9.0 < +10, ≤ 10 s -2.0 < −1, FLOPs > 100 %"
     table = format_sweep([ref, result("a", 90, 60, 1.0)])
     assert "| a | 8.0 / – / 8.0 | 260 | 50 / – / 100 | 75.0 | 90.0 | – | 60.0 | 50.0 | +10.0 | +0.0 | yes |" in table
+
+
+@pytest.fixture(scope="module")
+def reads_split(tmp_path_factory):
+    """Short held-out clips, one of each kind (object, flash, order), as they are and with their events erased;
+    event and direction questions only, to stay fast."""
+    scenes, kinds = [], set()
+    for s in synth_long.test_scenes(60):
+        if s.n_frames <= 40 and s.kind not in kinds:
+            scenes.append(s)
+            kinds.add(s.kind)
+    assert kinds == set(synth_long.KINDS)
+    base = tmp_path_factory.mktemp("reads")
+    roots = []
+    for erase in (False, True):
+        root, _ = synth_long.write_eval_split(base / ("erased" if erase else "clips"), scenes, erase=erase)
+        answers = json.loads((root / "test_a.json").read_text())
+        keep = {a["question_id"] for a in answers if a["type"] not in ("colour", "shape")}
+        for name in ("test_q.json", "test_a.json"):
+            items = json.loads((root / name).read_text())
+            (root / name).write_text(json.dumps([it for it in items if it["question_id"] in keep]))
+        roots.append(root)
+    return scenes, *roots
+
+
+def test_reads_the_event_is_what_asking_both_clips_gives(reads_split, tmp_path):
+    """The bench's counterfactual figures for the shipped demo-long equal an independent re-run: each event
+    question asked on the clip and on its erased twin, shown-ness from the scene itself."""
+    from videoqa.bench.long_reads import ReadsRow, evaluate_reads, format_reads
+    from videoqa.pipeline import VideoQA
+
+    scenes, root, erased_root = reads_split
+    qa = VideoQA.from_pretrained("demo-long", max_new_tokens=8)
+    rows = evaluate_reads(qa, root, erased_root, tmp_path / "runs", "demo-long", "test", counts=(8, 24))
+    by_name = {s.name: s for s in scenes}
+    questions = json.loads((root / "test_q.json").read_text())
+    answers = {a["question_id"]: a for a in json.loads((root / "test_a.json").read_text())}
+    event = {t for ts in synth_long.KIND_TYPES.values() for t in ts}
+    blind = {}
+    for t in event | {"direction"}:
+        got = sorted(a["answer"] for a in answers.values() if a["type"] == t)
+        blind[t] = sorted(set(got), key=lambda x: (-got.count(x), x))[0] if got else None
+    none = PruneConfig(method="none")
+    for frames, row in zip((8, 24), rows, strict=True):
+        want = ReadsRow(frames, frames_used=(frames, frames))
+        direction = [0, 0]
+        for q in questions:
+            a = answers[q["question_id"]]
+            scene = by_name[q["video_name"]]
+            said = qa.ask(root / "videos" / f"{scene.name}.mp4", q["question"], prune=none, frames=frames).text
+            right = said.strip(" .").lower() == a["answer"]
+            if a["type"] == "direction":
+                direction = [direction[0] + right, direction[1] + 1]
+                continue
+            blind_right = blind[a["type"]] == a["answer"]
+            if synth_long.shows(scene, synth_long.sample_indices(scene.n_frames, frames)):
+                other = qa.ask(erased_root / "videos" / f"{scene.name}.mp4", q["question"], prune=none,
+                               frames=frames).text
+                changed = other.strip(" .").lower() != said.strip(" .").lower()
+                want.shown, want.right_shown, want.blind_shown = (want.shown + 1, want.right_shown + right,
+                                                                   want.blind_shown + blind_right)
+                want.changed, want.reads = want.changed + changed, want.reads + (changed and right)
+            else:
+                want.hidden, want.right_hidden = want.hidden + 1, want.right_hidden + right
+                want.blind_hidden += blind_right
+        want.direction = tuple(direction)
+        assert row == want
+    assert rows[1].shown == len([a for a in answers.values() if a["type"] in event])  # 24 frames show all
+    table = format_reads(rows).splitlines()
+    assert len(table) == 4 and table[3].startswith(f"| 24 | {rows[1].shown} |")

@@ -360,9 +360,11 @@ def test_full_queue_says_busy_and_keeps_the_question(page, clips, held, server):
             time.sleep(0.1)
         assert job.status().code == Status.IN_QUEUE
     ask(page, "Is anyone there?")
-    expect(page.locator("#chat")).to_contain_text("The server is busy")
+    # One message (issue 22): Gradio's busy notice, not a second one in the chat.
+    expect(page.get_by_text("This application is currently busy")).to_have_count(1)
     expect(page.locator("#question textarea")).to_have_value("Is anyone there?")
     expect(page.locator("#chat")).not_to_contain_text("Is anyone there?")
+    expect(page.locator("#chat")).not_to_contain_text("busy")
     # No "Error" badge left over the chat, the box or the results (Gradio's own toast fades by itself).
     expect(page.locator("[data-testid='status-tracker'] .error")).to_have_count(0)
     held.release()

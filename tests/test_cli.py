@@ -7,6 +7,7 @@ import logging
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -118,3 +119,13 @@ class Records(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(record.getMessage())
+
+
+def test_stream_prints_the_answer_as_the_plain_output_does(capsys):
+    """--stream prints the same text as the plain answer: no word-start space before the first word."""
+    clip = str(Path(__file__).resolve().parents[1] / "samples" / "clips" / "orange_circle_right.mp4")
+    assert main(["ask", clip, "What colour is the shape?", "--model", "demo"]) == 0
+    plain = capsys.readouterr().out.splitlines()[0]
+    assert main(["ask", clip, "What colour is the shape?", "--model", "demo", "--stream"]) == 0
+    streamed = capsys.readouterr().out.splitlines()[0]
+    assert streamed == plain == "orange"

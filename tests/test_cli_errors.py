@@ -219,7 +219,7 @@ def test_numeric_options_are_checked_when_parsed(capsys, argv, msg):
     ("--num-cpus", "-2", "--num-cpus: must be >= 1, got -2"),
 ])
 def test_ray_options_are_checked_before_anything_starts(capsys, tmp_path, flag, value, msg):
-    # Caught when parsed (RayOptions checks the same for callers of the Python API), it is one line and nothing is written or joined.
+    # Caught when parsed (RayOptions checks the same for API callers): one line, nothing written or joined.
     out = tmp_path / "o.jsonl"
     argv = ["batch", CLIP, "--question", "q", "--out", str(out), "--model", "/nonexistent/model", "--backend", "ray",
             "--ray-address", "127.0.0.1:9", flag, value]
@@ -235,3 +235,15 @@ def test_the_judge_refuses_a_timeout_or_retry_count_that_sends_nothing():
                         ({"retries": -1}, "retries")):
         with pytest.raises(InputError, match=msg):
             GPTJudge(base_url="http://127.0.0.1:9/v1", **kwargs)
+
+
+def test_a_model_folder_without_a_config_says_so(capsys, tmp_path):
+    (tmp_path / "empty").mkdir()
+    err = one_line_error(capsys, ["ask", CLIP, "q", "--model", str(tmp_path / "empty")])
+    assert f"no config.json in {tmp_path / 'empty'}" in err
+
+
+def test_a_broken_config_json_is_named(capsys, model_copy):
+    (model_copy / "config.json").write_text("{'not': json}")
+    err = one_line_error(capsys, ["ask", CLIP, "q", "--model", str(model_copy)])
+    assert f"{model_copy / 'config.json'} is not valid JSON" in err and "line 1, column 2" in err

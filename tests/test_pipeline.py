@@ -44,7 +44,7 @@ def test_answer_equals_direct_generate(tiny_qa, clip_path):
     answer = tiny_qa.ask(clip_path, question, prune=PruneConfig(method="none"), max_new_tokens=8)
     frames = sample_frames(clip_path, 8).frames
     proc = tiny_qa.processor
-    inputs = proc(text=[build_prompt(question)], videos=[list(frames)], return_tensors="pt")
+    inputs = proc(text=[build_prompt(question, template=tiny_qa.prompt)], videos=[list(frames)], return_tensors="pt")
     out = tiny_qa.model.generate(**inputs, max_new_tokens=8, do_sample=False)
     new = out[0, inputs["input_ids"].shape[1]:]
     expected = proc.tokenizer.decode(new, skip_special_tokens=True).strip()
@@ -362,3 +362,48 @@ def test_planning_reserves_the_usual_answer_room_whatever_the_cap(tiny_qa):
     official = tiny_qa.plan(600.0, n_text, auto, 100, 1024, free_bytes=2**40)
     assert (official.frames, official.r) == (usual.frames, usual.r)
     assert usual.frames == (tiny_qa.dims.context - n_text - 64) // tiny_qa.dims.tokens_per_frame
+
+
+def test_a_long_history_drops_its_oldest_turns_not_the_frames(short_context_qa, tmp_path):
+    """Issue 22 item 3: a conversation longer than the context keeps the planned frames; the model sees the
+    latest turns that fit, and the Answer says how many it did not see."""
+    from clipgen import write_clip
+
+    from videoqa.pruning import PruneConfig
+
+    clip = write_clip(tmp_path / "talk.mp4", n_frames=20, size=(64, 64))
+    history = [(f"Question number {i} about the shape?", f"It is answer {i}, blue and moving.") for i in range(40)]
+    for cfg in (PruneConfig("fastv", 2, 0.5), PruneConfig("fastv", 2, "auto")):
+        short = short_context_qa.ask(clip, "What colour?", history=history[-1:], prune=cfg)
+        answer = short_context_qa.ask(clip, "What colour?", history=history, prune=cfg)
+        assert short.stats.history_dropped == 0
+        assert answer.stats.frames == short.stats.frames  # the frames planned without the old turns
+        dropped = answer.stats.history_dropped
+        assert 0 < dropped < len(history)
+        # Exactly what the model gets when it is given only the turns it kept, and one more would not fit.
+        kept = short_context_qa.ask(clip, "What colour?", history=history[dropped:], prune=cfg)
+        assert kept.stats.history_dropped == 0 and kept.text == answer.text
+        assert kept.stats.prompt_tokens == answer.stats.prompt_tokens
+        one_more = short_context_qa.ask(clip, "What colour?", history=history[dropped - 1:], prune=cfg)
+        assert one_more.stats.history_dropped == 1
+        assert answer.to_dict()["stats"]["history_dropped"] == dropped
+
+
+def test_cancel_stops_decoding_between_frames(tiny_qa, tmp_path):
+    """Issue 22 item 7: a cancel check is asked between decoded frames; True stops before the clip is encoded."""
+    from clipgen import write_clip
+
+    from videoqa.errors import Cancelled
+
+    clip = write_clip(tmp_path / "long.mp4", n_frames=120, size=(64, 64))
+    asked = []
+
+    def cancel() -> bool:
+        asked.append(1)
+        return len(asked) > 3  # stop at the fourth check
+
+    before = tiny_qa.encode_count
+    with pytest.raises(Cancelled, match="stopped while decoding frames"):
+        list(tiny_qa.stream(clip, "What is it?", cancel=cancel))
+    assert len(asked) == 4 and tiny_qa.encode_count == before  # stopped at once, nothing encoded
+    assert tiny_qa.ask(clip, "What is it?").stats.frames == 8  # the pipeline is free again

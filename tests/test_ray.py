@@ -146,9 +146,11 @@ def test_cluster_that_cannot_be_joined_is_one_line_and_exit_2(cluster, setup, ca
     assert not (root / "never.jsonl").exists() or not read_records(root / "never.jsonl")
 
 
-def test_actor_decodes_auto_frame_counts_under_the_timeout():
+def test_actor_decodes_auto_frame_counts_under_the_timeout(tmp_path):
     """Under R=auto the actor decodes; a decoder that hangs becomes an error record after the timeout."""
     import numpy as np
+
+    from videoqa.batch.shipped import shipped_rows
 
     hung = threading.Event()
 
@@ -163,9 +165,11 @@ def test_actor_decodes_auto_frame_counts_under_the_timeout():
 
     actor = _QAActor.__new__(_QAActor)
     actor.qa, actor.timeout_s, actor.load_s = HangingQA(), 0.2, None
-    item = WorkItem(key="k", video="/clips/hangs.mp4", question=QUESTION)
-    batch = {"item": np.array([json.dumps(item.__dict__)], dtype=object), "clip": np.array([b""], dtype=object),
-             "error": np.array([""], dtype=object), "duration": np.array([3.0])}
+    item = WorkItem(key="k", video=str(write_clip(tmp_path / "hangs.mp4", n_frames=8)), question=QUESTION)
+    (row,) = shipped_rows([item])
+    batch = {**{key: np.array([value], dtype=object) for key, value in row.items()},
+             "clip": np.array([b""], dtype=object), "error": np.array([""], dtype=object),
+             "duration": np.array([3.0])}
     try:
         (rec,) = [json.loads(r) for r in actor(batch)["record"]]
     finally:
@@ -217,6 +221,8 @@ def test_actor_answers_a_batch_of_rows_in_one_left_padded_batch():
     items = [WorkItem(key=f"k{i}", video=f"/clips/{i}.mp4", question=f"q{i}") for i in range(3)]
     clip = pickle.dumps(Clip.__new__(Clip))
     batch = {"item": np.array([json.dumps(it.__dict__) for it in items], dtype=object),
+             "path": np.array([it.video for it in items], dtype=object),  # not read: the CPU stage decoded them
+             "fingerprint": np.array(["", "", ""], dtype=object),
              "clip": np.array([clip, b"", clip], dtype=object),
              "error": np.array(["", "VideoError: /clips/1.mp4: not a video", ""], dtype=object),
              "duration": np.array([None, None, None], dtype=object)}

@@ -22,13 +22,14 @@ from pathlib import Path
 
 import gradio as gr
 
-from videoqa.errors import VideoQAError
+from videoqa.errors import Cancelled, InputError, VideoQAError
 from videoqa.heatmap import render_heatmaps
 from videoqa.pruning import REGISTRY, PruneConfig, Ratio
 from videoqa.pruning import parse_r as parse_ratio
+from videoqa.pruning.adaptive import max_frames_for_context
 
 from .media import VIDEO_EXTENSIONS, Example, preview, sweep_cache
-from .model_card import describe
+from .model_info import describe
 from .present import (
     answer_warnings,
     answers_differ,
@@ -38,7 +39,7 @@ from .present import (
     reason,
     summary_line,
 )
-from .session import ChatSession, Exchange, Settings
+from .session import ChatSession, Exchange, Settings, notice
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,60 @@ SKIP = object()  # compare's "leave this output as it is", turned into gr.skip()
 def parse_r(text: str | float | None) -> Ratio:
     """The R box: 'auto' (or empty) or a number in [0, 1) (the one parser of R, pruning.parse_r)."""
     return parse_ratio("" if text is None else text)
+
+
+def k_range(n_layers: int) -> tuple[int, int]:
+    """The K values a model with `n_layers` LLM layers accepts (the registry's K option bounds the low end)."""
+    return int(REGISTRY.option("k").low), n_layers - 1
+
+
+def parse_k(value, n_layers: int) -> int:
+    """The K box: a whole number in `k_range`, or an InputError saying so (2.5 is refused, not rounded)."""
+    low, high = k_range(n_layers)
+    try:
+        k = float(value)
+    except (TypeError, ValueError):
+        k = float("nan")
+    if not (k.is_integer() and low <= k <= high):
+        shown = f"{k:g}" if k == k else repr(value)
+        raise InputError(f"K must be a whole number from {low} to {high} (the model has {n_layers} LLM layers), "
+                         f"got {shown}")
+    return int(k)
+
+
+def gallery_files(images: list, out_dir: Path) -> list[tuple[str, str]]:
+    """The heatmaps as PNG files in a folder of their own, each written under a temporary name and renamed
+    into place. Gradio saves PIL images under a name made from their content, rewriting that file each
+    time the same picture is shown again, possibly while a browser is reading it (a broken image); a file
+    path it copies once, atomically, and never rewrites."""
+    folder = out_dir / "heatmaps" / uuid.uuid4().hex
+    folder.mkdir(parents=True)
+    files = []
+    for i, (image, caption) in enumerate(images):
+        path = folder / f"frame{i + 1:03d}.png"
+        partial = folder / f".frame{i + 1:03d}.part.png"
+        image.save(partial, format="png")
+        partial.replace(path)
+        files.append((str(path), caption))
+    return files
+
+
+def frames_that_fit(qa, upper: int) -> int:
+    """The Frames control's maximum: the most frames whose visual tokens fit the model's context beside the
+    shortest question and the answer's room, all positions counted (the budget rule `prepare` and the CLI
+    apply: pruning/budget.py), at most `upper`."""
+    return max(1, min(upper, max_frames_for_context(qa.dims, qa.text_tokens("?"), qa.policy)))
+
+
+def _idle_stop():
+    """A new clip: nothing of the old conversation is left to stop (its answer stops at its next step)."""
+    return gr.update(interactive=False)
+
+
+def _no_export():
+    """The export file withdrawn: every action that changes the conversation on screen returns this (an
+    exported file would no longer hold it; Export writes a fresh one)."""
+    return gr.update(value=None, visible=False)
 
 
 def _heatmaps(images: list | None):
@@ -62,13 +117,18 @@ def _skip(values: list) -> tuple:
 ANSWER = ("chat", "gallery", "stats")  # what the API's ask and retry return
 
 
-def _with_final(chat, outputs: Iterator[dict]) -> Iterator[dict]:
+def _with_final(chat, outputs: Iterator[dict], note: str | None = None) -> Iterator[dict]:
     """The chat, heatmaps and stats as they stream, then once more with the latest value of each, so an API
-    client's result is complete (the page keeps what it was shown; a client only sees the last one)."""
-    last = {"chat": chat, "gallery": None, "stats": ""}
+    client's result is complete (the page keeps what it was shown; a client only sees the last one). `note`:
+    the page's notice line (e.g. "Type a question first."), which an API client gets at the end of the chat
+    it receives (it is not part of the conversation)."""
+    extra = [notice(note)] if note else []
+    last = {"chat": chat + extra, "gallery": None, "stats": ""}
     yield dict(last)
     for out in outputs:
         new = {name: out[name] for name in ANSWER if name in out}
+        if "chat" in new:
+            new["chat"] = new["chat"] + extra
         last |= new
         yield new
     yield dict(last)
@@ -90,7 +150,8 @@ class ChatActions:
     def load_upload(self, path: str | None, session: ChatSession):
         """An uploaded clip starts a new conversation; the upload box is emptied for the next file (the
         current clip is the one in the preview)."""
-        return {**self._load(path, session), "gallery": _heatmaps(None), "stats": "", "upload": None}
+        return {**self._load(path, session), "gallery": _heatmaps(None), "stats": "", "upload": None,
+                "export_file": _no_export(), "stop": _idle_stop()}
 
     def load_example(self, index: int | None, session: ChatSession):
         """An example: its clip and its suggested question (in the chat box and the compare box)."""
@@ -98,9 +159,11 @@ class ChatActions:
             session.restart()
             session.say("⚠️ No such example.")
             return {"chat": session.chat(), "preview": gr.update(value=None, label="Current clip"),
-                    "gallery": _heatmaps(None), "stats": "", "upload": None}
+                    "gallery": _heatmaps(None), "stats": "", "upload": None, "export_file": _no_export(),
+                    "stop": _idle_stop()}
         ex = self.examples[int(index)]
         return {**self._load(str(ex.clip), session), "gallery": _heatmaps(None), "stats": "", "upload": None,
+                "export_file": _no_export(), "stop": _idle_stop(),
                 "question": ex.question, "compare_question": ex.question}
 
     def load_named(self, name: str, session: ChatSession):
@@ -142,13 +205,12 @@ class ChatActions:
         question cannot be asked yet (no clip)."""
         question = (question or "").strip()
         if not question:
-            session.say("⚠️ Type a question first.")
-            return {"chat": session.chat()}
+            return {"chat": session.chat(), "notice": "⚠️ Type a question first."}
         if session.clip is None:
-            session.say("⚠️ Upload a clip (or pick an example) first.")
-            return {"chat": session.chat()}
+            return {"chat": session.chat(), "notice": "⚠️ Upload a clip (or pick an example) first."}
         session.add_question(question, Settings(method, k, str(r), frames, bool(show_scores)))
-        return {"chat": session.chat(), "question": "", "stop": gr.update(interactive=True)}
+        return {"chat": session.chat(), "question": "", "stop": gr.update(interactive=True), "notice": "",
+                "export_file": _no_export()}
 
     def run(self, session: ChatSession) -> Iterator[dict]:
         """Answer the tab's queued questions in order. Yields the chat, and the heatmaps, stats and stop
@@ -172,19 +234,25 @@ class ChatActions:
         text, answer, clip = "", None, session.clip
         try:
             cfg, frames = self.config(ex.settings)
-            stream = self.qa.stream(clip, ex.question, history=session.history(ex), prune=cfg, frames=frames)
+            stream = self.qa.stream(clip, ex.question, history=session.history(ex), prune=cfg, frames=frames,
+                                    cancel=lambda: session.stopped(ex))
             try:
                 for item in stream:
                     if session.stopped(ex):
                         break  # closing the stream ends generation
                     if isinstance(item, str):
                         text += item
+                        if session.stopped(ex):
+                            break
                         session.show(ex, text.strip() or "…")
                         yield self._out(session)
                     else:
                         answer = item
             finally:
                 stream.close()
+        except Cancelled:  # Stop pressed while the clip was decoded or encoded
+            yield self._stopped(session, ex, text)
+            return
         except VideoQAError as e:
             yield self._fail(session, ex, text, reason(e))
             return
@@ -217,34 +285,40 @@ class ChatActions:
             return self._out(session)
         follow_up = session.answered_before(ex)
         vp = self.qa.processor.video_processor
-        gallery = render_heatmaps(answer.clip, answer.kept, vp.size, vp.crop_size, show_scores=ex.settings.show_scores)
+        gallery = gallery_files(render_heatmaps(answer.clip, answer.kept, vp.size, vp.crop_size,
+                                                show_scores=ex.settings.show_scores), self.work_dir)
         text = answer.text or "(empty answer)"
         ex.answer, ex.state = answer.text, "done"
         ex.record = exchange_record(answer, text, "done")
         session.show(ex, text)
-        notes = [f"⚠️ {w}" for w in answer_warnings(answer)]
+        # The adaptive choice's warnings too: e.g. frames asked for that the context could not hold
+        notes = [f"⚠️ {w}" for w in [*answer_warnings(answer), *(getattr(answer.decision, "warnings", None) or [])]]
+        if answer.stats.history_dropped and not session.told_history_dropped:
+            session.told_history_dropped = True  # once: from here on every answer drops old turns
+            notes.append(f"ℹ️ The conversation no longer fits the model's context with the clip's "
+                         f"{answer.stats.frames} frames, so the model now sees only the latest questions and "
+                         f"answers (the oldest {answer.stats.history_dropped} left out). Clear to start over.")
         if session.unlike_notice:  # the first answer about a clip unlike the demo model's training says so, once
             notes.append(session.unlike_notice)
             session.unlike_notice = None
         session.add_notes(ex, notes)
-        if self.cache_dir is not None and time.monotonic() >= self._next_sweep:
-            sweep_cache(self.cache_dir, self.max_age_s, keep=self.keep)
+        if time.monotonic() >= self._next_sweep:
+            sweep_cache(self.cache_dir or self.work_dir / "heatmaps", self.max_age_s, keep=self.keep)
             self._next_sweep = time.monotonic() + self.max_age_s / 2
         return self._out(session, _heatmaps(gallery), format_stats(answer, follow_up))
 
     def config(self, s: Settings) -> tuple[PruneConfig, int | None]:
         """The pruning the controls ask for; options without a control keep the server's defaults."""
         cfg = self.qa.prune.for_method(s.method)
-        if s.k is not None and "k" in cfg.method_spec.option_names:  # the K box: for the methods with a K
-            cfg = replace(cfg, k=int(s.k))
+        if s.k is not None and "k" in cfg.method_spec.option_names:  # the K box (empty: the default)
+            cfg = replace(cfg, k=parse_k(s.k, self.qa.dims.n_layers))
         return replace(cfg, r=parse_r(s.r)), int(s.frames or 0) or None
 
     def refused(self, typed: str, session: ChatSession):
         """The server's queue was full: the waiting questions go back into the box (before anything typed
-        since), and the chat says why."""
+        since). Gradio's own notice ("This application is currently busy. Please try again.") says why; a
+        second message in the chat would only repeat it."""
         questions = session.unqueue()
-        session.say("The server is busy with other questions right now. Your question is back in the box: "
-                    "ask again in a moment.")
         out = {"chat": session.chat(), "stop": gr.update(interactive=session.busy())}
         if questions:
             out["question"] = "\n".join([*questions, typed] if typed else questions)
@@ -253,21 +327,21 @@ class ChatActions:
     def stop(self, session: ChatSession):
         """Stop the answer being written (its text so far stays) and the questions waiting behind it."""
         if not session.stop():
-            session.say("Nothing to stop.")
-        return {"chat": session.chat()}
+            return {"chat": session.chat(), "notice": "Nothing to stop."}
+        # At once, before the answer's own loop notices: the button is done, the answer says it is stopping.
+        return {"chat": session.chat(), "notice": "", "stop": gr.update(interactive=False),
+                "export_file": _no_export()}
 
     def retry(self, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
         """Ask the last question again (with the current settings), replacing its answer."""
         if session.busy():
-            session.say("Still answering: press Stop first, then Retry.")
-            return {"chat": session.chat()}
+            return {"chat": session.chat(), "notice": "Still answering: press Stop first, then Retry."}
         last = session.last_finished()
         if last is None:
-            session.say("Nothing to retry yet: ask a question first.")
-            return {"chat": session.chat()}
+            return {"chat": session.chat(), "notice": "Nothing to retry yet: ask a question first."}
         session.forget(last)
         chat = self.enqueue(last.question, session, method, k, r, frames, show_scores)["chat"]
-        return {"chat": chat, "stop": gr.update(interactive=True)}
+        return {"chat": chat, "stop": gr.update(interactive=True), "notice": "", "export_file": _no_export()}
 
     def clear(self, session: ChatSession):
         """Forget the conversation (the chat and what the model remembers); keep the clip."""
@@ -276,26 +350,33 @@ class ChatActions:
                 "export_file": gr.update(value=None, visible=False)}
 
     def export(self, session: ChatSession):
-        """The conversation as a JSON file: each question, the answer shown, its stats and kept-token record."""
-        doc = export_document(self.qa.name, session.clip_name, session.records())
+        """The conversation as a JSON file: each question, the answer shown, its stats and kept-token record.
+        Nothing (and a notice) while no question has been answered."""
+        records = session.records()
+        if session.busy():  # the file would miss the answer being written
+            return {"export_file": _no_export(), "notice": "Still answering: export when the answer is complete."}
+        if not records:
+            return {"export_file": gr.update(value=None, visible=False),
+                    "notice": "Nothing to export yet: ask a question first."}
+        doc = export_document(self.qa.name, session.clip_name, records)
         stem = Path(session.clip_name).stem or "conversation"
         out = self.work_dir / "exports" / uuid.uuid4().hex[:12] / f"videoqa-{stem}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=1, ensure_ascii=False))
-        return {"export_file": gr.update(value=str(out), visible=True)}
+        return {"export_file": gr.update(value=str(out), visible=True), "notice": ""}
 
     # -- API-only endpoints (one call each for clients; the page uses enqueue + run) ---------------------
 
     def ask(self, question: str, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
         """Ask one question and stream its answer. Yields the chat, heatmaps and stats (`ANSWER`) as they
         change; the last output holds all three."""
-        chat = self.enqueue(question, session, method, k, r, frames, show_scores)["chat"]
-        yield from _with_final(chat, self.run(session))
+        out = self.enqueue(question, session, method, k, r, frames, show_scores)
+        yield from _with_final(out["chat"], self.run(session), out.get("notice"))
 
     def retry_api(self, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
         """Ask the last question again with these settings; outputs as for ask."""
-        chat = self.retry(session, method, k, r, frames, show_scores)["chat"]
-        yield from _with_final(chat, self.run(session))
+        out = self.retry(session, method, k, r, frames, show_scores)
+        yield from _with_final(out["chat"], self.run(session), out.get("notice"))
 
     # -- compare ----------------------------------------------------------------------------------------
 
@@ -343,8 +424,9 @@ class ChatActions:
                     yield text, SKIP, SKIP
                 else:
                     vp = self.qa.processor.video_processor
-                    gallery = render_heatmaps(item.clip, item.kept, vp.size, vp.crop_size, show_scores=show_scores,
-                                              short=True)  # narrow columns: "#3 · 40/64"
+                    gallery = gallery_files(render_heatmaps(item.clip, item.kept, vp.size, vp.crop_size,
+                                                            show_scores=show_scores, short=True),  # "#3 · 40/64"
+                                            self.work_dir)
                     notes = "".join(f"\n\n⚠️ {w}" for w in answer_warnings(item))
                     yield item.text or "(empty answer)", gallery, summary_line(item) + notes
         except VideoQAError as e:

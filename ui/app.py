@@ -22,9 +22,9 @@ from videoqa.heatmap import HATCH, KEPT_OUTLINE, MERGED_MIX, MERGED_TINT, score_
 from videoqa.model import packaged_path
 from videoqa.pruning import REGISTRY
 
-from .actions import ANSWER, ChatActions, parse_r
+from .actions import ANSWER, ChatActions, frames_that_fit, k_range, parse_r
 from .media import VIDEO_EXTENSIONS, list_examples, list_samples, sweep_cache
-from .model_card import ModelCard, describe
+from .model_info import ModelInfo, describe
 from .session import ChatSession
 
 __all__ = ["CSS", "DEFAULT_SAMPLES", "build_app", "launch", "list_samples", "parse_r", "sweep_cache"]
@@ -119,7 +119,7 @@ def legend_html(scores: bool) -> str:
             "“+ summary”: the frame’s summary token (one token for the whole frame) was kept too.</div>")
 
 
-def placeholder(card: ModelCard, clip_name: str | None) -> str:
+def placeholder(card: ModelInfo, clip_name: str | None) -> str:
     """What the empty chat says: what to do next, and what the model is."""
     todo = (f"“{clip_name}” is loaded: ask about it." if clip_name
             else "Upload a clip or pick an example, then ask about it.")
@@ -165,7 +165,7 @@ def build_app(qa, samples_dir: str | Path | None = DEFAULT_SAMPLES, cache_dir: s
     return app
 
 
-def _chat_tab(card: ModelCard) -> dict:
+def _chat_tab(card: ModelInfo) -> dict:
     ui = {}
     ui["chat"] = gr.Chatbot(
         label="Chat", show_label=False, height=420, elem_id="chat", render_markdown=False, layout="bubble",
@@ -180,6 +180,8 @@ def _chat_tab(card: ModelCard) -> dict:
         ui["retry"] = gr.Button("Retry", size="sm", min_width=60, elem_id="retry")
         ui["clear"] = gr.Button("Clear", size="sm", min_width=60, elem_id="clear")
         ui["export"] = gr.Button("Export JSON", size="sm", min_width=60, elem_id="export")
+    # One line for notices about the controls ("Type a question first."): not turns of the conversation.
+    ui["notice"] = gr.Markdown("", elem_id="notice")
     ui["export_file"] = gr.File(label="Conversation (JSON)", visible=False, elem_id="export-file")
     with gr.Column(elem_id="results"):
         ui["legend"] = gr.HTML(legend_html(False), elem_id="legend")
@@ -229,13 +231,16 @@ def _clip_panel(qa, examples) -> dict:
     dims, default = qa.dims, qa.prune
     with gr.Accordion("Pruning", open=True, elem_id="settings"):
         ui["method"] = gr.Radio(list(REGISTRY.names()), value=default.method, label="Method", elem_id="method")
-        k = REGISTRY.option("k")  # the K box: for the methods that prune inside the LLM at layer K
-        ui["k"] = gr.Number(value=k.default if default.k is None else default.k, precision=0, minimum=k.low,
-                            maximum=dims.n_layers - 1,
-                            label=f"K (FastV layer, 1..{dims.n_layers - 1})")
+        # The K box: for the methods that prune inside the LLM at layer K. No bounds or rounding here: Gradio
+        # would refuse a value with a bare "Error" badge, or turn 2.5 into 2; the action says what is wrong.
+        low, high = k_range(dims.n_layers)
+        k = REGISTRY.option("k")
+        ui["k"] = gr.Number(value=k.default if default.k is None else default.k, precision=None,
+                            label=f"K (FastV layer, {low}..{high})", elem_id="k")
         ui["r"] = gr.Textbox(value=str(default.r), label="R (share dropped, 0..1) or auto", max_lines=1, elem_id="r")
-        ui["frames"] = gr.Slider(0, MAX_FRAMES, value=qa.frames or 0, step=1, label="Frames (0 = default / auto)",
-                                 elem_id="frames")
+        most = frames_that_fit(qa, MAX_FRAMES)
+        ui["frames"] = gr.Slider(0, most, value=min(qa.frames or 0, most), step=1, elem_id="frames",
+                                 label=f"Frames (0 = default / auto; at most {most}: what fits the model's context)")
         ui["show_scores"] = gr.Checkbox(False, label="Colour patches by attention score", elem_id="show-scores")
     return ui
 
@@ -263,7 +268,7 @@ def _wire(ui: dict, actions: ChatActions) -> None:
         return trigger(wired(fn, names), inputs, [ui[n] for n in names], **kwargs)
 
     # Loading a clip never waits behind an answer; it empties the upload box for the next file.
-    loaded = ("chat", "preview", "gallery", "stats", "upload")
+    loaded = ("chat", "preview", "gallery", "stats", "upload", "export_file", "stop")
     loads = [on(ui["upload"].upload, actions.load_upload, [ui["upload"], s], loaded, api_name="ui_upload", **instant)]
     for i, button in enumerate(ui["example_buttons"]):
         def pick(session, i=i):
@@ -281,11 +286,12 @@ def _wire(ui: dict, actions: ChatActions) -> None:
 
     # Asking: the question moves into the chat at once, then the model answers the tab's queue.
     enqueue = functools.partial(gr.on, [ui["send"].click, question.submit])
+    asked = ("chat", "stop", "notice", "export_file")  # a question asked: an exported file is out of date
     for started in (
-        on(enqueue, actions.enqueue, [question, s, *settings], ("chat", "question", "stop"),
-           trigger_mode="multiple", api_name="ui_enqueue", **instant),
-        on(ui["retry"].click, actions.retry, [s, *settings], ("chat", "stop"), trigger_mode="multiple",
-           api_name="ui_retry", **instant),
+        on(enqueue, actions.enqueue, [question, s, *settings], ("question", *asked), trigger_mode="multiple",
+           api_name="ui_enqueue", **instant),
+        on(ui["retry"].click, actions.retry, [s, *settings], asked, trigger_mode="multiple", api_name="ui_retry",
+           **instant),
     ):
         answering = on(started.success, actions.run, [s], ("chat", "gallery", "stats", "stop"),
                        trigger_mode="multiple", show_progress="minimal", api_visibility="private", api_name=False,
@@ -294,7 +300,8 @@ def _wire(ui: dict, actions: ChatActions) -> None:
         # output here too (gallery and stats left as they are), which takes the error badge off each of them.
         on(answering.failure, actions.refused, [question, s], ("chat", "question", "gallery", "stats", "stop"),
            api_name=False, **instant)
-    on(ui["stop"].click, actions.stop, [s], ("chat",), api_name="ui_stop", **instant)
+    on(ui["stop"].click, actions.stop, [s], ("chat", "notice", "stop", "export_file"), api_name="ui_stop",
+       **instant)
     cleared = ("chat", "gallery", "stats", "export_file")
     # The chat's own trash icon does the same reset as Clear (the model forgets too, not just the display).
     # The emptied chat then says the clip is still loaded.
@@ -302,7 +309,7 @@ def _wire(ui: dict, actions: ChatActions) -> None:
         on(trigger, actions.clear, [s], cleared, api_name=name, **instant).then(
             lambda session: gr.update(placeholder=placeholder(actions.card, session.clip_name)), [s], [ui["chat"]],
             **instant)
-    on(ui["export"].click, actions.export, [s], ("export_file",), api_name="ui_export", **instant)
+    on(ui["export"].click, actions.export, [s], ("export_file", "notice"), api_name="ui_export", **instant)
     ui["show_scores"].change(legend_html, ui["show_scores"], ui["legend"], **instant)
 
     comparing = gr.on([ui["compare_run"].click, ui["compare_question"].submit], actions.compare,

@@ -26,24 +26,42 @@ def fmt_bytes(n: float) -> str:
     return f"{n} B"
 
 
+def fmt_r(r: float) -> str:
+    """R with two decimals, or as many more as it takes not to show 0.999 as 1.00 (or 0.001 as 0.00)."""
+    digits = 2
+    while digits < 6 and 0 < r < 1 and round(r, digits) in (0.0, 1.0):
+        digits += 1
+    return f"{r:.{digits}f}"
+
+
+def r_text(answer) -> str:
+    """The stats' R row: the share dropped and who chose it; a method that prunes nothing says an R the user
+    set is ignored, rather than showing 0 as if it were theirs."""
+    prune, r = answer.prune, answer.kept.r
+    if not prune.method_spec.uses_r:
+        ignored = prune.r != "auto" and float(prune.r) > 0
+        return (f"0 ({answer.kept.method} keeps every visual token"
+                + (f"; the R you set, {fmt_r(float(prune.r))}, is ignored)" if ignored else ")"))
+    return f"{fmt_r(r)} ({'auto' if prune.adaptive else 'set by you'})"
+
+
 def where_pruned(layer: int | None) -> str:
     return {None: "no pruning", 0: "before the LLM"}.get(layer, f"at LLM layer K={layer}")
 
 
 def encode_label(answer, follow_up: bool) -> str:
-    """How the clip's encoding was obtained, told from this conversation's point of view: the shared
-    cache may hold a clip another tab encoded, which is not a follow-up for this one."""
+    """How the clip's encoding was obtained, told from this conversation's point of view. The shared cache
+    may hold a clip another tab encoded: saying so would tell this user what someone else uploaded, so only
+    this conversation's own follow-ups are called cached."""
     s = answer.stats
-    if not s.encode_cached:
-        return f"{s.t_encode:.3f} s"
-    return "cached (follow-up, no re-encode)" if follow_up else "cached (clip already encoded on this server)"
+    return "cached (follow-up, no re-encode)" if s.encode_cached and follow_up else f"{s.t_encode:.3f} s"
 
 
 def format_stats(answer, follow_up: bool = False) -> str:
     """The stats panel for one Answer, as a Markdown table."""
     s, k, fl = answer.stats, answer.kept, answer.flops
     share = 100 * k.n_kept / k.n_visual if k.n_visual else 100.0
-    r_line = f"{k.r:.2f} ({'auto' if answer.prune.adaptive else 'set by you'})"
+    r_line = r_text(answer)
     if answer.decision is not None and answer.decision.reason:
         r_line += f": {answer.decision.reason}"
     for warning in getattr(answer.decision, "warnings", None) or []:
@@ -58,6 +76,8 @@ def format_stats(answer, follow_up: bool = False) -> str:
         ("time", f"decode {s.t_sample:.3f} s · encode {encode_label(answer, follow_up)} · prefill "
                  f"{s.t_prefill:.3f} s · generate {s.t_generate:.3f} s · total {s.t_total:.3f} s"),
         ("speed", f"{s.tokens_per_s:.1f} tokens/s ({s.new_tokens} new tokens, prompt {s.prompt_tokens})"),
+        *([("conversation", f"the oldest {s.history_dropped} turns left out: with them the frames would not fit "
+                            f"the context")] if getattr(s, "history_dropped", 0) else []),
         ("peak memory", f"{fmt_bytes(s.peak_memory_bytes)} ({s.peak_memory_kind}) · {s.device}, {s.dtype}"),
     ]
     table = "| answer | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
@@ -68,7 +88,7 @@ def format_stats(answer, follow_up: bool = False) -> str:
 def summary_line(answer) -> str:
     """One method's result in compare mode: kept tokens, FLOPs, time."""
     k, fl, s = answer.kept, answer.flops, answer.stats
-    return (f"**{k.n_kept}/{k.n_visual}** visual tokens kept ({where_pruned(k.layer)}, R={k.r:.2f}) · "
+    return (f"**{k.n_kept}/{k.n_visual}** visual tokens kept ({where_pruned(k.layer)}, R={fmt_r(k.r)}) · "
             f"**FLOPs {fl.ratio:.3f}×** of unpruned · prefill {s.t_prefill:.3f} s · "
             f"{s.new_tokens} token{'s' if s.new_tokens != 1 else ''} in {s.t_total:.3f} s")
 

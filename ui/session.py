@@ -67,6 +67,7 @@ class ChatSession:
     next_id: int = 0
     stop_below: int = 0  # exchanges with a smaller id are stopped
     unlike_notice: str | None = None  # said after the next answer: the clip is unlike the demo model's training
+    told_history_dropped: bool = False  # the chat said once that the oldest turns no longer fit the context
 
     def __post_init__(self) -> None:
         # Not a field: Gradio deep-copies the initial session for each tab and turns it into a dict.
@@ -87,6 +88,7 @@ class ChatSession:
             self.messages, self.exchanges = [], []
             self.epoch += 1
             self.stop_below = self.next_id
+            self.told_history_dropped = False
 
     def say(self, text: str) -> None:
         with self.lock:
@@ -165,6 +167,8 @@ class ChatSession:
                     ex.answer_msg["content"] = "(stopped before it was answered)"
                     n += 1
                 elif ex.state == "answering":
+                    so_far = ex.answer_msg["content"].removesuffix("…").strip()
+                    ex.answer_msg["content"] = f"{so_far} (stopping…)".strip()
                     n += 1
             return n
 

@@ -15,6 +15,7 @@ class Stats:
     """Sizes, timings (seconds) and memory of one answer."""
 
     frames: int
+    sampler: str  # what chose the frames: "uniform" or "content" (their timestamps: Answer.clip)
     distinct_frames: int  # different frames of the file among them (a short or damaged clip repeats frames)
     visual_tokens: int
     kept_visual_tokens: int
@@ -35,6 +36,7 @@ class Stats:
     encode_cached: bool
     device: str
     dtype: str
+    history_dropped: int = 0  # oldest (question, answer) turns the model did not see: they left no room for the frames
 
 
 @dataclass(frozen=True)
@@ -78,8 +80,11 @@ class Answer:
         s, k = self.stats, self.kept
         distinct = f" ({s.distinct_frames} distinct)" if s.distinct_frames < s.frames else ""
         merged = f" ({len(k.merged_dropped())} dropped merged in)" if k.absorbed is not None else ""
+        # frames placed by something other than Video-LLaVA's uniform rule: say where
+        placed = (f" {s.sampler} at {', '.join(f'{t:.1f}' for t in self.clip.timestamps)} s"
+                  if s.sampler != "uniform" else "")
         return (
-            f"{k.method} K={k.layer} R={k.r:.2f} | frames {s.frames}{distinct} "
+            f"{k.method} K={k.layer} R={k.r:.2f} | frames {s.frames}{distinct}{placed} "
             f"| visual tokens {k.n_visual} -> {k.n_kept}{merged} | FLOPs {100 * self.flops.ratio:.1f}% "
             f"| sample {s.t_sample:.2f}s encode {s.t_encode:.2f}s"
             f"{' (cached)' if s.encode_cached else ''} prefill {s.t_prefill:.2f}s generate {s.t_generate:.2f}s "

@@ -37,7 +37,8 @@ def stream_text(tokenizer, steps: Iterable[Tensor], requests: list[Request], eos
                 done[i] = True
                 continue
             new_ids[i].append(token)
-            full = tokenizer.decode(new_ids[i], skip_special_tokens=True)
+            # lstrip: the first token's word-start space is not part of the answer (Answer.text is stripped too)
+            full = tokenizer.decode(new_ids[i], skip_special_tokens=True).lstrip()
             # Hold back a trailing partial character (byte-level BPE) until it completes.
             if not full.endswith("\ufffd") and full != texts[i]:
                 yield TextDelta(i, full[len(texts[i]):] if full.startswith(texts[i]) else full)
@@ -78,7 +79,8 @@ def assemble(qa, requests: list[Request], run: BatchRun, new_ids: list[list[int]
                           layout=req.enc.layout, offset=run.visual_offsets[i] - (n - len(req.ids)), r=req.r,
                           scores=scores, details=req.selection.details, absorbed=req.selection.absorbed)
         stats = Stats(
-            frames=len(req.clip.frames), distinct_frames=req.clip.distinct_frames, visual_tokens=n_vis,
+            frames=len(req.clip.frames), sampler=req.clip.sampler, distinct_frames=req.clip.distinct_frames,
+            visual_tokens=n_vis,
             kept_visual_tokens=len(kept_idx), prompt_tokens=len(req.ids), new_tokens=len(new_ids[i]),
             max_new_tokens=req.max_new, context_capped=req.context_capped, t_sample=req.t_sample,
             t_encode=req.t_encode, t_prefill=run.t_prefill, t_rank=run.t_rank, t_generate=run.t_generate,
@@ -86,6 +88,7 @@ def assemble(qa, requests: list[Request], run: BatchRun, new_ids: list[list[int]
             tokens_per_s=len(new_ids[i]) / run.t_generate if run.t_generate > 0 else 0.0,
             peak_memory_bytes=peak, peak_memory_kind=kind, cache_bytes=run.cache_bytes // len(requests),
             encode_cached=req.encode_cached, device=str(qa.device), dtype=str(qa.dtype).removeprefix("torch."),
+            history_dropped=req.history_dropped,
         )
         flops = estimate_flops(qa.dims, len(req.ids) - len(req.visual), n_vis, len(kept_idx), req.cfg.layer)
         text = qa.processor.tokenizer.decode(new_ids[i], skip_special_tokens=True).strip()

@@ -22,6 +22,13 @@ class InputError(VideoQAError):
     """A question, option or setting is out of range (too long for the context, K or R invalid, ...)."""
 
 
+class Cancelled(VideoQAError):
+    """The caller's cancel check said stop (e.g. the web chat's Stop) while frames were decoded or encoded."""
+
+    def __init__(self, stage: str = "preparing the clip"):
+        super().__init__(f"stopped while {stage}")
+
+
 class BusyError(VideoQAError):
     """Another run is writing the same results file."""
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import importlib.resources
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from .errors import InputError, ModelLoadError
+from .model_card import ModelCard, read_card
+
+if TYPE_CHECKING:  # torch is imported where a model is loaded: the command line checks model names without it
+    import torch
 
 DEFAULT_MODEL = "LanguageBind/Video-LLaVA-7B-hf"
 # Short names for the models shipped in `videoqa.samples`: name -> (folder, the script that trains it).
@@ -18,7 +22,7 @@ NAMED_MODELS = {
     "demo": ("demo-model", "scripts/train_demo.py"),
     "demo-long": ("demo-long-model", "scripts/train_long.py"),
 }
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = ("float32", "bfloat16", "float16")  # names of torch dtypes
 
 
 @dataclass
@@ -28,6 +32,7 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     name: str
+    card: ModelCard = ModelCard()  # the folder's videoqa.json: its conversation, its policy constants
 
 
 def packaged_path(name: str) -> Path:
@@ -106,6 +111,8 @@ def _first_line(e: BaseException) -> str:
 
 
 def pick_device(device: str | None) -> torch.device:
+    import torch
+
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -118,12 +125,14 @@ def pick_device(device: str | None) -> torch.device:
 
 
 def pick_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    import torch
+
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype is not None:
         if dtype not in DTYPES:
             raise ModelLoadError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
-        return DTYPES[dtype]
+        return getattr(torch, dtype)
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.float32
@@ -147,6 +156,8 @@ def load_model(
         except ImportError:
             raise ModelLoadError("--attn flash_attention_2 needs the flash-attn package (pip install "
                                  "flash-attn); use --attn sdpa otherwise") from None
+    if Path(path).is_dir():
+        _check_folder(name, Path(path))
     unreachable = None if Path(path).is_dir() else hub_unreachable(path)
     try:
         processor = VideoLlavaProcessor.from_pretrained(path, local_files_only=unreachable is not None)
@@ -165,7 +176,22 @@ def load_model(
     model.to(dev).eval()
     # Batched prompts must be left-padded so every sample's last token is at the end.
     processor.tokenizer.padding_side = "left"
-    return LoadedModel(model=model, processor=processor, device=dev, dtype=dt, name=name)
+    return LoadedModel(model=model, processor=processor, device=dev, dtype=dt, name=name, card=read_card(path))
+
+
+def _check_folder(name: str, folder: Path) -> None:
+    """A model folder without a readable config.json is said in those words, naming the file (transformers would
+    answer with its hub advice, or a JSON position without the file's name)."""
+    config = folder / "config.json"
+    if not config.is_file():
+        raise ModelLoadError(f"cannot load model {name!r}: no config.json in {folder}")
+    try:
+        json.loads(config.read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise ModelLoadError(f"cannot load model {name!r}: cannot read {config} ({e})") from None
+    except json.JSONDecodeError as e:
+        raise ModelLoadError(f"cannot load model {name!r}: {config} is not valid JSON ({e.msg} at line {e.lineno}, "
+                             f"column {e.colno})") from None
 
 
 def _load_error(name: str, path: str, e: Exception, unreachable: str | None) -> ModelLoadError:
@@ -192,6 +218,12 @@ LLAVA_V1_SYSTEM = (
     "The assistant gives helpful, detailed, and polite answers to the human's questions."
 )
 PROMPT_TEMPLATES = {"plain": "", "official": LLAVA_V1_SYSTEM + " "}
+
+
+def conversation_of(name: str) -> str:
+    """The conversation a model was trained on (its folder's videoqa.json; "official" without one): the default
+    prompt template."""
+    return read_card(resolve_model(name)).conversation
 
 
 def build_prompt(question: str, history: list[tuple[str, str]] | None = None, template: str = "plain") -> str:

@@ -22,12 +22,14 @@ from .answering import BatchRun, TextDelta, assemble, stream_text
 from .errors import InputError
 from .measure import Clock, PeakMemory, device_clock
 from .model import PROMPT_TEMPLATES, LoadedModel, build_prompt, load_model
+from .model_policy import model_policy, set_on_pipeline
 from .prompt_tokens import expand_video_slot, prompt_ids
 from .pruning import Acts, EncodedVideo, ModelDims, PruneConfig, Selection, keep_count
-from .pruning.adaptive import AdaptivePolicy, free_memory_bytes
-from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, Plan, check_context, plan
+from .pruning.adaptive import free_memory_bytes
+from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, Plan, check_context, fits_context, largest, plan
 from .request import Collated, Request, collate
 from .video import Clip, probe_video, sample_frames
+from .video.sample import SAMPLERS
 from .vision import LRU, encode_frames, frames_hash
 
 __all__ = ["ANSWER_RESERVE", "CACHE_SIZE", "DEFAULT_FRAMES", "Collated", "EncodedVideo", "Request", "TextDelta",
@@ -48,21 +50,26 @@ class VideoQA:
     """
 
     def __init__(self, loaded: LoadedModel, prune: PruneConfig | None = None, frames: int | None = None,
-                 max_new_tokens: int = 64, prompt: str = "plain", *, decode: str = "eager",
-                 free_memory: Callable[[torch.device], int] | None = None, clock: Clock | None = None):
+                 max_new_tokens: int = 64, prompt: str | None = None, *, decode: str = "eager",
+                 sampler: str | None = None, free_memory: Callable[[torch.device], int] | None = None,
+                 clock: Clock | None = None):
         llm.check_kernel(loaded.model)
         self.model, self.processor = loaded.model, loaded.processor
         self.device, self.dtype, self.name = loaded.device, loaded.dtype, loaded.name
         self.dims = ModelDims.from_config(self.model.config, dtype_bytes=torch.finfo(self.dtype).bits // 8)
+        # The model's own policy constants (its videoqa.json, else Video-LLaVA-7B's defaults): FastV's K when none
+        # is asked for, the adaptive policy; replace `policy` to try others (the long-clip benchmark's sweep does).
+        self.model_policy = model_policy(loaded.card)
+        self.policy = self.model_policy.policy
         # keep_others: the web page's first settings may hold another method's options (see cli/options.py)
-        self.prune = (prune or PruneConfig()).validate(self.dims.n_layers, keep_others=True)
+        self.prune = self._with_model_k(prune or PruneConfig()).validate(self.dims.n_layers, keep_others=True)
         self.frames = frames
+        self.sampler = self._check_sampler(sampler or self.model_policy.sampler)  # None: the model card's
         self.max_new_tokens = max_new_tokens
+        prompt = prompt or loaded.card.conversation  # None: the conversation the model was trained on
         if prompt not in PROMPT_TEMPLATES:
             raise InputError(f"unknown prompt template {prompt!r}; choose {' or '.join(PROMPT_TEMPLATES)}")
         self.prompt = prompt  # the template's name, recorded with every answer
-        # The adaptive policy's constants; replace it to try others (the long-clip benchmark's sweep does).
-        self.policy = AdaptivePolicy()
         # "static": a preallocated KV cache; "compiled": that step under torch.compile (a CUDA graph on GPUs)
         self.decoder = llm.decoder_for(self.model, decode)
         self.encode_count = 0  # vision-tower runs: follow-ups on a cached clip do not add to it
@@ -76,10 +83,10 @@ class VideoQA:
     @classmethod
     def from_pretrained(cls, model: str = "demo", device: str | None = None, dtype: str | None = None,
                         attn_implementation: str = "sdpa", prune: PruneConfig | None = None,
-                        frames: int | None = None, max_new_tokens: int = 64, prompt: str = "plain",
-                        decode: str = "eager") -> VideoQA:
+                        frames: int | None = None, max_new_tokens: int = 64, prompt: str | None = None,
+                        decode: str = "eager", sampler: str | None = None) -> VideoQA:
         return cls(load_model(model, device, dtype, attn_implementation), prune, frames, max_new_tokens, prompt,
-                   decode=decode)
+                   decode=decode, sampler=sampler)
 
     @classmethod
     def from_spec(cls, spec: dict) -> VideoQA:
@@ -91,29 +98,39 @@ class VideoQA:
 
     # -- the stages before the LLM ------------------------------------------------------------------
 
-    def sample(self, video: str | Path | Clip, num_frames: int) -> tuple[Clip, float]:
-        """Frames of `video` (decoded once per file version and frame count)."""
+    @staticmethod
+    def _check_sampler(sampler: str) -> str:
+        if sampler not in SAMPLERS:
+            raise InputError(f"unknown frame sampler {sampler!r}; choose {' or '.join(SAMPLERS)}")
+        return sampler
+
+    def sample(self, video: str | Path | Clip, num_frames: int, sampler: str | None = None,
+               cancel: Callable[[], bool] | None = None) -> tuple[Clip, float]:
+        """Frames of `video` (decoded once per file version, frame count and sampler; default: the pipeline's);
+        `cancel`: see `stream`."""
         if isinstance(video, Clip):
             return video, 0.0
+        sampler = self._check_sampler(sampler or self.sampler)
         t0 = self.clock()
         path = Path(video)
         try:
             st = path.stat()
-            key = (str(path.resolve()), st.st_mtime_ns, st.st_size, num_frames)
+            key = (str(path.resolve()), st.st_mtime_ns, st.st_size, num_frames, sampler)
         except OSError:
             key = None  # sample_frames raises the user-facing error
-        clip = (self._clips.get_fresh(key) if key else None) or sample_frames(path, num_frames)
+        clip = (self._clips.get_fresh(key) if key else None) or sample_frames(path, num_frames, sampler=sampler,
+                                                                              cancel=cancel)
         if key:
             self._clips.put(key, clip)
         return clip, self.clock() - t0
 
-    def encode(self, frames: np.ndarray) -> tuple[EncodedVideo, bool]:
+    def encode(self, frames: np.ndarray, cancel: Callable[[], bool] | None = None) -> tuple[EncodedVideo, bool]:
         """The vision tower's output for `frames`, and whether it came from the cache (keyed by content)."""
         key = frames_hash(frames)
         enc = self._encoded.get_fresh(key)
         if enc is not None:
             return enc, True
-        enc = encode_frames(self.model, self.processor, frames, self.device, self.dtype)
+        enc = encode_frames(self.model, self.processor, frames, self.device, self.dtype, cancel)
         self.encode_count += 1
         self._encoded.put(key, enc)
         return enc, False
@@ -145,7 +162,10 @@ class VideoQA:
              free_bytes: int | None = None, share: int = 1) -> Plan:
         """Frames and R for one question (pruning/budget.py); `free_bytes` default: read now."""
         free = (lambda: self.free_memory(self.device)) if free_bytes is None else free_bytes
-        return plan(self.dims, cfg, n_text, duration_s, frames, max_new, free, self.policy, share)
+        planned = plan(self.dims, cfg, n_text, duration_s, frames, max_new, free, self.policy, share)
+        if planned.decision is not None:
+            planned.decision.constants = set_on_pipeline(self.policy, self.model_policy)
+        return planned
 
     def frames_to_sample(self, question: str, duration_s: float | None) -> int:
         """The frames `ask` would sample for this question on a clip of `duration_s` seconds, with the defaults
@@ -155,30 +175,35 @@ class VideoQA:
 
     def prepare(self, video: str | Path | Clip, question: str, history: list[tuple[str, str]] | None,
                 cfg: PruneConfig, frames: int | None, max_new: int, free_bytes: int | None = None,
-                share: int = 1) -> Request:
+                share: int = 1, sampler: str | None = None, cancel: Callable[[], bool] | None = None) -> Request:
         """The stages before the LLM for one question: plan, sample, encode, select, the prompt's ids.
-        `free_bytes`, `share`: see `plan`."""
+        `free_bytes`, `share`: see `plan`; `sampler`: how frames are placed (default: the pipeline's)."""
         t_start = self.clock()
         if not question or not question.strip():
             raise InputError("the question is empty")
         frames = frames or self.frames
         if frames is not None and frames < 1:
             raise InputError(f"frames must be >= 1, got {frames}")
-        text_ids = self.prompt_ids(question.strip(), history)
-        n_text = len(text_ids) - 1
         duration = None
         if cfg.adaptive:
             if isinstance(video, Clip):
                 duration, frames = video.info.duration_s, len(video.frames)
             else:
                 duration = probe_video(video).duration_s
+            if free_bytes is None:  # read once: every plan below must see the same memory
+                free_bytes = self.free_memory(self.device)
+        history = list(history or [])
+        kept_turns = self.turns_that_fit(video, question.strip(), history, cfg, frames, max_new, duration,
+                                         free_bytes, share)
+        text_ids = self.prompt_ids(question.strip(), history[len(history) - kept_turns:])
+        n_text = len(text_ids) - 1
         planned = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share)
         n_frames = len(video.frames) if isinstance(video, Clip) else planned.frames
         check_context(self.dims, n_frames, n_text, cfg, planned.r, min(max_new, ANSWER_RESERVE))
-        clip, t_sample = self.sample(video, n_frames)
+        clip, t_sample = self.sample(video, n_frames, sampler, cancel)
 
         t0 = self.clock()
-        enc, cached = self.encode(clip.frames)
+        enc, cached = self.encode(clip.frames, cancel)
         t_encode = 0.0 if cached else self.clock() - t0
         sel = self.select(enc, cfg, planned.r)
         ids = torch.tensor(expand_video_slot(text_ids, self.model.config.video_token_id, len(sel.visual)),
@@ -187,7 +212,36 @@ class VideoQA:
         room = self.dims.context - len(ids) - hidden
         return Request(question=question, clip=clip, enc=enc, encode_cached=cached, ids=ids, cfg=cfg, plan=planned,
                        selection=sel, max_new=min(max_new, room), context_capped=room < max_new, t_start=t_start,
-                       t_sample=t_sample, t_encode=t_encode)
+                       t_sample=t_sample, t_encode=t_encode, history_dropped=len(history) - kept_turns)
+
+    def turns_that_fit(self, video, question: str, history: list[tuple[str, str]], cfg: PruneConfig,
+                       frames: int | None, max_new: int, duration: float | None, free_bytes: int | None,
+                       share: int) -> int:
+        """How many of the latest `history` turns the model can see without costing the video frames: the
+        frames planned for the question alone must still be planned and fit the context. Chat products keep
+        a long conversation going the same way, dropping its oldest turns; never the video's frames."""
+        if not history:
+            return 0
+        reserve = min(max_new, ANSWER_RESERVE)
+
+        def n_frames(n_text: int) -> tuple[int, float]:
+            planned = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share)
+            return (len(video.frames) if isinstance(video, Clip) else planned.frames), planned.r
+
+        try:
+            wanted, _ = n_frames(self.text_tokens(question))
+        except InputError:
+            return 0  # not even the question alone fits: prepare raises the error for it
+
+        def fits(n_turns: int) -> bool:
+            n_text = self.text_tokens(question, history[len(history) - n_turns:])
+            try:
+                f, r = n_frames(n_text)
+            except InputError:
+                return False
+            return f >= wanted and fits_context(self.dims, f, n_text, cfg, r, reserve)
+
+        return max(0, largest(fits, 0, len(history)))
 
     # -- the LLM ------------------------------------------------------------------------------------
 
@@ -239,8 +293,14 @@ class VideoQA:
 
     # -- public API ---------------------------------------------------------------------------------
 
+    def _with_model_k(self, cfg: PruneConfig) -> PruneConfig:
+        """`cfg` with the model's K where its method has a K and none was given."""
+        if cfg.method_spec.option("k") is None or "k" in dict(cfg.params):
+            return cfg
+        return PruneConfig(cfg.method, r=cfg.r, params=(*cfg.params, ("k", self.model_policy.k)))
+
     def _config(self, prune: PruneConfig | None, max_new_tokens: int | None) -> tuple[PruneConfig, int]:
-        cfg = self.prune if prune is None else prune.validate(self.dims.n_layers)
+        cfg = self.prune if prune is None else self._with_model_k(prune).validate(self.dims.n_layers)
         max_new = self.max_new_tokens if max_new_tokens is None else max_new_tokens
         if max_new < 1:
             raise InputError(f"max_new_tokens must be >= 1, got {max_new}")
@@ -248,22 +308,26 @@ class VideoQA:
 
     def ask(self, video: str | Path | Clip, question: str, history: list[tuple[str, str]] | None = None,
             prune: PruneConfig | None = None, frames: int | None = None,
-            max_new_tokens: int | None = None) -> Answer:
-        """Answer one question about one video (history: earlier (question, answer) turns on it)."""
+            max_new_tokens: int | None = None, sampler: str | None = None) -> Answer:
+        """Answer one question about one video (history: earlier (question, answer) turns on it; `sampler`:
+        "uniform" or "content" frames, default the pipeline's)."""
         answer = None
-        for item in self.stream(video, question, history, prune, frames, max_new_tokens):
+        for item in self.stream(video, question, history, prune, frames, max_new_tokens, sampler):
             answer = item
         return answer
 
     def stream(self, video: str | Path | Clip, question: str, history: list[tuple[str, str]] | None = None,
                prune: PruneConfig | None = None, frames: int | None = None,
-               max_new_tokens: int | None = None) -> Iterator[str | Answer]:
+               max_new_tokens: int | None = None, sampler: str | None = None,
+               cancel: Callable[[], bool] | None = None) -> Iterator[str | Answer]:
         """Yields the answer text as it is generated (str deltas), then the final Answer.
 
-        Holds the pipeline's lock until the generator is exhausted or closed."""
+        `cancel`, asked between decoded frames and before encoding: True stops with `Cancelled` (closing the
+        generator stops generation). Holds the pipeline's lock until the generator is exhausted or closed."""
         with self._lock:
             cfg, max_new = self._config(prune, max_new_tokens)
-            events = self.generate([self.prepare(video, question, history, cfg, frames, max_new)])
+            events = self.generate([self.prepare(video, question, history, cfg, frames, max_new, sampler=sampler,
+                                                 cancel=cancel)])
             while True:
                 try:
                     yield next(events).text
@@ -272,14 +336,15 @@ class VideoQA:
                     return
 
     def ask_batch(self, items: list[tuple[str | Path | Clip, str]], prune: PruneConfig | None = None,
-                  frames: int | None = None, max_new_tokens: int | None = None) -> list[Answer]:
+                  frames: int | None = None, max_new_tokens: int | None = None,
+                  sampler: str | None = None) -> list[Answer]:
         """Answer several (video, question) pairs in one left-padded batch; each sample is ranked and pruned
         on its own, so every answer equals the one `ask` gives for it alone, except that adaptive R plans each
         sample with its share of the free memory (read once for the batch), which may prune more."""
         with self._lock:
             cfg, max_new = self._config(prune, max_new_tokens)
             free = self.free_memory(self.device) if cfg.adaptive else None
-            requests = [self.prepare(v, q, None, cfg, frames, max_new, free, len(items)) for v, q in items]
+            requests = [self.prepare(v, q, None, cfg, frames, max_new, free, len(items), sampler) for v, q in items]
             events = self.generate(requests)
             while True:
                 try:

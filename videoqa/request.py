@@ -32,6 +32,7 @@ class Request:
     t_start: float
     t_sample: float
     t_encode: float
+    history_dropped: int = 0  # oldest conversation turns left out so the planned frames fit the context
 
     @property
     def r(self) -> float:

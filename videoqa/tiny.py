@@ -9,19 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import (
-    AutoConfig,
-    CLIPVisionConfig,
-    PreTrainedTokenizerFast,
-    VideoLlavaConfig,
-    VideoLlavaForConditionalGeneration,
-    VideoLlavaImageProcessor,
-    VideoLlavaProcessor,
-    VideoLlavaVideoProcessor,
-)
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast, VideoLlavaConfig, VideoLlavaProcessor
+
+# torch, tokenizers and transformers are imported by the functions that use them: the command line reads
+# TinySpec's fields for `make-tiny-model`'s options, and `videoqa --help` should not wait for those libraries.
 
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>", "<image>", "<video>"]
 UNK_ID, BOS_ID, EOS_ID, PAD_ID, IMAGE_ID, VIDEO_ID = range(6)
@@ -59,6 +53,9 @@ class TinySpec:
 
 def build_tokenizer(corpus: list[str] | None = None, vocab_size: int = 400) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer with Video-LLaVA's special tokens at fixed ids (0..5), BOS added."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -84,6 +81,8 @@ def build_tokenizer(corpus: list[str] | None = None, vocab_size: int = 400) -> P
 
 
 def build_processor(tokenizer, image_size: int, patch_size: int) -> VideoLlavaProcessor:
+    from transformers import VideoLlavaImageProcessor, VideoLlavaProcessor, VideoLlavaVideoProcessor
+
     size = {"shortest_edge": image_size}
     crop = {"height": image_size, "width": image_size}
     return VideoLlavaProcessor(
@@ -95,6 +94,8 @@ def build_processor(tokenizer, image_size: int, patch_size: int) -> VideoLlavaPr
 
 
 def build_config(spec: TinySpec, vocab_size: int) -> VideoLlavaConfig:
+    from transformers import AutoConfig, CLIPVisionConfig, VideoLlavaConfig
+
     vision = CLIPVisionConfig(
         hidden_size=spec.vision_hidden,
         intermediate_size=spec.vision_hidden * 4,
@@ -133,6 +134,9 @@ def make_tiny_model(
     out_dir: str | Path, spec: TinySpec | None = None, seed: int = 0, corpus: list[str] | None = None
 ) -> Path:
     """Build a random-weight Video-LLaVA of `spec`'s sizes and save model + processor to `out_dir`."""
+    import torch
+    from transformers import VideoLlavaForConditionalGeneration
+
     spec = spec or TinySpec()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
+from .errors import Cancelled
 from .pruning import EncodedVideo, VisualLayout
 
 __all__ = ["EncodedVideo", "LRU", "encode_frames", "frames_hash"]
@@ -21,11 +23,20 @@ def frames_hash(frames: np.ndarray) -> str:
 
 
 @torch.inference_mode()
-def encode_frames(model, processor, frames: np.ndarray, device: torch.device, dtype: torch.dtype) -> EncodedVideo:
-    """Preprocess `frames` [F, H, W, 3] and run Video-LLaVA's video tower and projector."""
+def encode_frames(model, processor, frames: np.ndarray, device: torch.device, dtype: torch.dtype,
+                  cancel: Callable[[], bool] | None = None) -> EncodedVideo:
+    """Preprocess `frames` [F, H, W, 3] and run Video-LLaVA's video tower and projector. `cancel` is asked
+    before preprocessing and before the tower (which takes all frames at once, so its numbers never depend
+    on how a clip was split); True stops with Cancelled."""
     from .pruning.vispruner import cls_attention
 
+    def check() -> None:
+        if cancel is not None and cancel():
+            raise Cancelled("encoding frames")
+
+    check()
     pixels = processor.video_processor(videos=[list(frames)], return_tensors="pt")["pixel_values_videos"]
+    check()
     pixels = pixels[0].to(device, dtype)  # [F, 3, H, W]
     tower = model.model.video_tower
     out = tower(pixels, output_hidden_states=True)

@@ -2,8 +2,8 @@
 
 Built on Ray Data so decoding and answering overlap. The pipeline runs inside a small driver actor on the
 cluster (Ray Data cannot run through Ray Client), which hands records to this process as they complete;
-this process writes them to the same resumable results file as the local back end. How to join a cluster:
-`ray_connect.py`.
+this process writes them to the same resumable results file as the local back end. Clips travel by absolute
+path with a fingerprint (`shipped.py`); how to join a cluster: `ray_connect.py`.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ..errors import InputError, VideoQAError
 from ..measure import call_with_timeout
 from .ray_connect import connect, resolve_address
 from .run import Produce, answer_one, base_record, summarize_answer
+from .shipped import check_same_file, error_text, shipped_rows, shipped_spec
 from .worklist import WorkItem
 
 
@@ -68,23 +69,25 @@ def fixed_frame_count(model_spec: dict) -> int | None:
     return None if PruneConfig(**model_spec["prune"]).adaptive else DEFAULT_FRAMES
 
 
-def _decode_row(row: dict, frames: int | None, timeout_s: float | None) -> dict:
-    """CPU stage: decode the clip (or, when the frame count is the actor's choice, probe its length) under a
-    timeout. A failure becomes the row's `error`; the actor turns it into an error record."""
+def _decode_row(row: dict, frames: int | None, timeout_s: float | None, sampler: str = "uniform") -> dict:
+    """CPU stage: check the clip is the one the driver saw, then decode it with `sampler` (or, when the frame
+    count is the actor's choice, probe its length) under a timeout. A failure becomes the row's `error`; the
+    actor turns it into an error record."""
     import pickle
 
     from ..video import probe_video, sample_frames
 
-    item = WorkItem(**json.loads(row["item"]))
+    path = row["path"]
     clip, error, duration = b"", "", None
     try:
+        check_same_file(path, row["fingerprint"])
         if frames:
-            clip = pickle.dumps(call_with_timeout(lambda: sample_frames(item.video, frames), timeout_s))
+            clip = pickle.dumps(call_with_timeout(lambda: sample_frames(path, frames, sampler=sampler), timeout_s))
         else:
-            duration = call_with_timeout(lambda: probe_video(item.video), timeout_s).duration_s
+            duration = call_with_timeout(lambda: probe_video(path), timeout_s).duration_s
     except Exception as e:
-        error = f"{type(e).__name__}: {e}"
-    return {"item": row["item"], "clip": clip, "error": error, "duration": duration}
+        error = error_text(e, path, json.loads(row["item"])["video"])
+    return {**row, "clip": clip, "error": error, "duration": duration}
 
 
 class _QAActor:
@@ -98,32 +101,35 @@ class _QAActor:
         self.load_s = time.perf_counter() - t0  # reported with this actor's first record
         self.timeout_s = timeout_s
 
-    def _video(self, item: WorkItem, clip: bytes, duration: float | None):
-        """The clip to answer on. Under R=auto the frame count is this device's choice: decode it here, under
-        the timeout, into the pipeline's clip cache, so answering the path finds it there."""
+    def _video(self, item: WorkItem, path: str, fingerprint: str, clip: bytes, duration: float | None):
+        """The clip to answer on. Under R=auto the frame count is this device's choice: decode it here (after
+        checking this node has the driver's file at `path`), under the timeout, into the pipeline's clip cache,
+        so answering the path finds it there."""
         import pickle
 
         if len(clip):
             return pickle.loads(clip)
+        check_same_file(path, fingerprint)
         frames = self.qa.frames_to_sample(item.question, duration)  # the plan `ask` will make, from the same stage
-        call_with_timeout(lambda: self.qa.sample(item.video, frames), self.timeout_s)
-        return item.video
+        call_with_timeout(lambda: self.qa.sample(path, frames), self.timeout_s)
+        return path
 
     def __call__(self, batch: dict) -> dict:
         import numpy as np
 
         records, ready = {}, []
-        for i, (item_json, clip, error, duration) in enumerate(
-            zip(batch["item"], batch["clip"], batch["error"], batch["duration"], strict=True)
+        columns = ("item", "path", "fingerprint", "clip", "error", "duration")
+        for i, (item_json, path, fingerprint, clip, error, duration) in enumerate(
+            zip(*(batch[c] for c in columns), strict=True)
         ):
             item = WorkItem(**json.loads(item_json))
             if error:  # the CPU stage could not decode it
                 records[i] = {**base_record(item), "answer": None, "error": str(error), "seconds": 0.0}
                 continue
             try:
-                ready.append((i, item, self._video(item, clip, _seconds(duration))))
+                ready.append((i, item, self._video(item, path, fingerprint, clip, _seconds(duration))))
             except Exception as e:  # decoding under R=auto failed or timed out
-                records[i] = {**base_record(item), "answer": None, "error": f"{type(e).__name__}: {e}",
+                records[i] = {**base_record(item), "answer": None, "error": error_text(e, path, item.video),
                               "seconds": 0.0}
         records.update(self._answer(ready))
         out = []
@@ -178,17 +184,20 @@ def _layout(opts: RayOptions) -> dict:
     return {"cpus": per_actor, "gpus": gpus}
 
 
-def _pipeline(todo: list[WorkItem], model_spec: dict, opts: RayOptions, layout: dict) -> Iterator[dict]:
-    """The Ray Data pipeline; runs where Ray Data can run (the driver actor)."""
+def _pipeline(rows: list[dict], model_spec: dict, opts: RayOptions, layout: dict) -> Iterator[dict]:
+    """The Ray Data pipeline over `shipped_rows`; runs where Ray Data can run (the driver actor)."""
     import ray
 
+    from ..model_policy import policy_of
+
     ray.data.DataContext.get_current().enable_progress_bars = False  # the caller's bar counts records
-    rows = [{"item": json.dumps(asdict(it))} for it in todo]
     ds = ray.data.from_items(rows, override_num_blocks=min(len(rows), 200))
     # Decoding asks for a different CPU share than the actors so Ray does not fuse it into the actor
     # process: clips are decoded by CPU tasks while the actors run the model, not in turn with it.
-    ds = ds.map(_decode_row, fn_kwargs={"frames": fixed_frame_count(model_spec), "timeout_s": opts.timeout_s},
-                num_cpus=opts.decode_cpus)
+    # the frames the actor's pipeline would sample: the spec's sampler, else the model card's
+    sampler = model_spec.get("sampler") or policy_of(model_spec["model"]).sampler
+    ds = ds.map(_decode_row, fn_kwargs={"frames": fixed_frame_count(model_spec), "timeout_s": opts.timeout_s,
+                                        "sampler": sampler}, num_cpus=opts.decode_cpus)
     ds = ds.map_batches(_QAActor, fn_constructor_kwargs={"model_spec": model_spec, "timeout_s": opts.timeout_s},
                         batch_size=opts.batch_size, batch_format="numpy",
                         compute=ray.data.ActorPoolStrategy(size=opts.actors), num_cpus=layout["cpus"],
@@ -200,9 +209,9 @@ def _pipeline(todo: list[WorkItem], model_spec: dict, opts: RayOptions, layout: 
 class _Driver:
     """Driver actor: runs the pipeline in a thread and hands out the records produced so far."""
 
-    def __init__(self, todo: list[WorkItem], model_spec: dict, opts: RayOptions, layout: dict):
+    def __init__(self, rows: list[dict], model_spec: dict, opts: RayOptions, layout: dict):
         self._queue: queue.Queue = queue.Queue()
-        threading.Thread(target=self._run, args=(todo, model_spec, opts, layout), daemon=True).start()
+        threading.Thread(target=self._run, args=(rows, model_spec, opts, layout), daemon=True).start()
 
     def _run(self, *args) -> None:
         try:
@@ -231,11 +240,13 @@ class RayRun:
     def __init__(self, todo: list[WorkItem], model_spec: dict, opts: RayOptions):
         import ray
 
+        # Paths are resolved here, where the user typed them, and checked before anything is sent.
+        rows, model_spec = shipped_rows(todo), shipped_spec(model_spec)
         self.joined, connect_s = connect(resolve_address(opts.address), opts.num_cpus)
         self.phases = {"cluster connect": connect_s}
         layout = _layout(opts)
         # The driver actor needs no CPU of its own: it only waits on the pipeline.
-        self._driver = ray.remote(num_cpus=0)(_Driver).remote(todo, model_spec, opts, layout)
+        self._driver = ray.remote(num_cpus=0)(_Driver).remote(rows, model_spec, opts, layout)
         self._t0 = time.perf_counter()
 
     def __iter__(self) -> Iterator[dict]:

@@ -69,7 +69,7 @@ def summarize_answer(answer: dict) -> dict:
             rec[k] = answer[k]
     if isinstance(answer.get("video"), dict):  # which frames were sampled, not the whole probe
         rec["frames"] = {
-            k: answer["video"][k] for k in ("indices", "timestamps", "backend") if k in answer["video"]
+            k: answer["video"][k] for k in ("indices", "timestamps", "backend", "sampler") if k in answer["video"]
         }
     return rec
 

@@ -56,7 +56,8 @@ def clip_name(video: str | Path, root: str | Path) -> str:
 def answer_options(spec: dict) -> dict:
     """The options of a model spec (see `VideoQA.from_spec`) that change answers: the model (a local folder
     by its resolved path), dtype, attention kernel, the pruning fields the method reads, frames and the
-    answer length and the prompt template. Not the device, batch size or back end
+    answer length, the prompt template and the frame sampler (absent for uniform frames, so keys made before
+    there was a choice stay valid). Not the device, batch size or back end
     (records are identical across them)."""
     from ..model import NAMED_MODELS
 
@@ -64,6 +65,7 @@ def answer_options(spec: dict) -> dict:
     if model not in NAMED_MODELS and Path(model).expanduser().is_dir():
         model = Path(model).expanduser().resolve().as_posix()
     prune = prune_key(spec["prune"])
+    sampler = spec.get("sampler") or "uniform"
     return {
         "model": model,
         "dtype": spec.get("dtype"),
@@ -72,7 +74,7 @@ def answer_options(spec: dict) -> dict:
         "frames": spec.get("frames"),
         "max_new_tokens": spec.get("max_new_tokens"),
         "prompt": spec.get("prompt", "plain"),
-    }
+    } | ({"sampler": sampler} if sampler != "uniform" else {})
 
 
 def prune_key(prune: dict) -> dict:

@@ -12,7 +12,7 @@ model shapes, random weights; use on a GPU with --dtype bfloat16).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 
@@ -20,29 +20,10 @@ from .. import llm
 from ..measure import Clock, Timer, best_of, device_clock
 from ..pruning import REGISTRY, Acts, EncodedVideo, ModelDims, PruneConfig, VisualLayout, keep_count
 from ..pruning.flops import estimate_flops
+from .setup import PRESETS, Setup
 
-PRESETS = {
-    "tiny": dict(hidden_size=64, intermediate_size=172, num_hidden_layers=4, num_attention_heads=4,
-                 num_key_value_heads=4, max_position_embeddings=4096, vocab_size=256),  # smoke tests
-    "mid": dict(hidden_size=1024, intermediate_size=2752, num_hidden_layers=8, num_attention_heads=16,
-                num_key_value_heads=16, max_position_embeddings=4096, vocab_size=1024),
-    "7b": dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
-               num_key_value_heads=32, max_position_embeddings=4096, vocab_size=32064),
-}
 TOKENS_PER_FRAME = 257  # Video-LLaVA: 16x16 patches + the frame's CLS
 TEXT_BEFORE, TEXT_AFTER = 35, 25  # "USER: " + system prefix before the video, the question after it
-
-
-@dataclass(frozen=True)
-class Setup:
-    """The decoder being timed: preset shape, frames in the prompt, where and how it runs."""
-
-    preset: str = "mid"
-    frames: int = 8
-    device: str = "cpu"
-    dtype: str = "float32"
-    attn: str = "sdpa"
-    seed: int = 0
 
 
 def build_lm(setup: Setup):

@@ -28,10 +28,13 @@ from ..batch.store import latest_by_key, read_records
 from ..eval.datasets import QADataset, load_dataset
 from ..eval.judges import ExactJudge
 from ..eval.run import run_eval
+from ..model_policy import ModelPolicy
 from ..pruning import REGISTRY, ModelDims, PruneConfig
 from ..pruning.adaptive import AdaptivePolicy, video_llava_7b_dims
 from ..pruning.flops import estimate_flops
 from .accuracy import exact_hits
+from .long_reads import evaluate_reads, format_reads
+from .long_rows import fidelity_rows, format_fidelity, row_inputs, sampler_rows
 
 MAX_NEW = 8  # answers are one or two words
 SPLIT_CLIPS = 120  # the whole held-out (and validation) split
@@ -53,16 +56,24 @@ class Row:
     label: str
     prune: PruneConfig
     frames: int | str = "auto"
-    policy: AdaptivePolicy | None = None  # None: the pipeline's default policy
+    policy: AdaptivePolicy | None = None  # None: the model's (its videoqa.json, else Video-LLaVA-7B's defaults)
+    sampler: str | None = None  # None: the model's default frame sampler; "oracle": long_rows.oracle_clip
+    match_flops: bool = False  # R (and frames) per question: the FLOPs of unpruned 8 frames (long_rows)
 
-    def config(self, model: str, split: str) -> dict:
-        policy = self.policy or AdaptivePolicy()
+    def config(self, model: str, split: str, card: ModelPolicy | None = None) -> dict:
+        """What the row runs; `card`: the model's own policy, which fills what the row leaves unset (so a card
+        rewritten by `--sweep --write-card` never resumes a run made with the old constants)."""
+        policy = self.policy or (card.policy if card else AdaptivePolicy())
+        sampler_used = self.sampler or (card.sampler if card and card.sampler != "uniform" else None)
+        # absent when unset: older run folders keep their names
+        sampler = ({"sampler": sampler_used} if sampler_used else {}) | (
+            {"match_flops": True} if self.match_flops else {})
         return {"dataset": f"long-{split}", "model": model, "prune": self.prune.to_dict(), "frames": self.frames,
-                "policy": asdict(policy) if self.prune.adaptive or self.frames == "auto" else None}
+                "policy": asdict(policy) if self.prune.adaptive or self.frames == "auto" else None} | sampler
 
-    def folder(self, model: str, split: str) -> str:
+    def folder(self, model: str, split: str, card: ModelPolicy | None = None) -> str:
         """A folder name that changes whenever the configuration does, so a resumed run never mixes two."""
-        digest = hashlib.sha1(json.dumps(self.config(model, split), sort_keys=True).encode()).hexdigest()[:8]
+        digest = hashlib.sha1(json.dumps(self.config(model, split, card), sort_keys=True).encode()).hexdigest()[:8]
         return re.sub(r"[^a-z0-9.]+", "-", self.label.lower()).strip("-") + "-" + digest
 
 
@@ -80,20 +91,21 @@ def default_rows(k: int = LONG_K) -> list[Row]:
     ]
     if "fastvid" in REGISTRY:
         rows += [Row(f"FastVID R={r}", PruneConfig(method="fastvid", r=r)) for r in FASTVID_RATIOS]
-    return rows
+    return rows + sampler_rows(fastv) + fidelity_rows(k)
 
 
-def long_split(root: Path, split: str, clips: int, seed: int = 0) -> Path:
-    """Write the first `clips` clips of the long-clip `split` ("test" or "val") under `root`, unless already there.
+def long_split(root: Path, split: str, clips: int, seed: int = 0, erase: bool = False) -> Path:
+    """Write the first `clips` clips of the long-clip `split` ("test" or "val") under `root`, unless already there
+    (with `erase`: the same clips with their events erased, the counterfactual of `long_reads`).
 
     A smaller split is a prefix of a larger one, so run folders stay valid when `clips` changes."""
     marker = root / "split.json"
-    wanted = {"split": split, "clips": clips, "seed": seed}
+    wanted = {"split": split, "clips": clips, "seed": seed} | ({"erased": True} if erase else {})
     if not (marker.exists() and json.loads(marker.read_text()) == wanted):
         from ..synth import long as synth_long
 
         scenes = {"test": synth_long.test_scenes, "val": synth_long.val_scenes}[split](clips, seed)
-        synth_long.write_eval_split(root, scenes, seed)
+        synth_long.write_eval_split(root, scenes, seed, erase=erase)
         marker.write_text(json.dumps(wanted))
     return root
 
@@ -143,16 +155,17 @@ def _n_text(rec: dict) -> int:
 def run_row(qa, ds: QADataset, runs: Path, row: Row, model: str, split: str, frames: dict) -> dict[str, dict]:
     """Evaluate one row (resumable); its predictions by question id."""
     cfg = row.prune.validate(qa.dims.n_layers)
-    qa.policy = row.policy or AdaptivePolicy()
+    qa.policy = row.policy or qa.model_policy.policy
 
     def answer(video: str, question: str) -> dict:
         n = row.frames if isinstance(row.frames, int) else frames.get((video, question))
         if n is None and row.frames != "auto":
             raise ValueError(f"no reference run gives this question's frames for {row.label!r}")
-        return summarize_answer(qa.ask(video, question, prune=cfg, frames=n).to_dict())
+        shown, cfg_q, n, sampler = row_inputs(qa, row, cfg, video, question, n)
+        return summarize_answer(qa.ask(shown, question, prune=cfg_q, frames=n, sampler=sampler).to_dict())
 
-    out = runs / row.folder(model, split)
-    run_eval(ds, out, lambda todo: local_records(todo, answer), ExactJudge(), row.config(model, split),
+    out = runs / row.folder(model, split, qa.model_policy)
+    run_eval(ds, out, lambda todo: local_records(todo, answer), ExactJudge(), row.config(model, split, qa.model_policy),
              progress=False)
     wanted = {it.question_id for it in ds.present}
     return {k: v for k, v in latest_by_key(read_records(out / "predictions.jsonl")).items() if k in wanted}
@@ -281,7 +294,7 @@ def evaluate_rows(qa, root: Path, runs: Path, rows: list[Row], model: str, split
     for row in rows:
         preds = run_row(qa, ds, runs, row, model, split, resolve_frames(row, rows, done, qa.dims))
         done[row.label] = preds
-        hits = exact_hits(root, runs / row.folder(model, split) / "predictions.jsonl")
+        hits = exact_hits(root, runs / row.folder(model, split, qa.model_policy) / "predictions.jsonl")
         results.append(measure(row.label, preds, {q: hits[q] for q in preds}, info, qa.dims))
     ref = done[rows[0].label]
     for r, row in zip(results, rows, strict=True):  # prefill time over the questions both answered
@@ -290,6 +303,11 @@ def evaluate_rows(qa, root: Path, runs: Path, rows: list[Row], model: str, split
             r.prefill_ratio = (sum(done[row.label][q]["stats"]["t_prefill"] for q in common)
                                / sum(ref[q]["stats"]["t_prefill"] for q in common))
     return results
+
+
+def _has_fidelity(rows: list[Row], k: int) -> bool:
+    labels = {r.label for r in rows}
+    return all(r.label in labels for r in fidelity_rows(k)) and {"8 frames, unpruned", "max frames, unpruned"} <= labels
 
 
 def run_long(model: str = "demo-long", runs_dir: str | Path = "runs/long", clips: int | None = None,
@@ -308,6 +326,8 @@ def run_long(model: str = "demo-long", runs_dir: str | Path = "runs/long", clips
 
     types = [t for t in synth_long.QUESTION_TYPES if any(t in r.groups for r in results)]
     png = plot(results, runs / f"long_{split}_accuracy_vs_flops.png")
+    erased_root = long_split(runs / f"{split}-split-erased", split, clips, erase=True)
+    reads = evaluate_reads(qa, root, erased_root, runs, model, split)
     counts = ", ".join(f"{b}: {results[0].groups.get(b, (0, 0))[1]}" for b, _ in BUCKETS)
     d = qa.dims
     return (f"Long clips: {model} on {clips} clips of the {split} split, {results[0].groups['all'][1]} questions "
@@ -317,5 +337,11 @@ def run_long(model: str = "demo-long", runs_dir: str | Path = "runs/long", clips
             f"{next((r.prune.k for r in rows if r.prune.method == 'fastv'), '-')}. Prefill time: measured, "
             f"% of the unpruned 8-frame row. Event position: questions about the brief event only.\n"
             + format_table(results, types)
+            + (f"\n\nMany frames (FastV K={k}; original positions): accuracy kept at R=0.9 against the same frames "
+               "unpruned, and at the prefill FLOPs of unpruned 8 frames against those (own dims):\n"
+               + format_fidelity(results, k) if _has_fidelity(rows, k) else "")
+            + "\n\nReads the event (unpruned; erased: the same clips rendered without their events; shown: the "
+              "sampled frames show every event; reads: right with the event and a different answer without it; "
+              "blind: each type's most common answer on the split):\n" + format_reads(reads)
             + f"\nplot -> {png}\n{time.perf_counter() - t0:.0f} s, load average {load0:.1f} at the start, "
               f"{os.getloadavg()[0]:.1f} at the end ({os.cpu_count()} CPUs)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from ..model_card import write_policy
 from ..pruning import PruneConfig
 from ..pruning.adaptive import AdaptivePolicy
 from .long import BUCKETS, MAX_NEW, SPLIT_CLIPS, Row, RowResult, evaluate_rows, long_split, per_bucket
@@ -80,18 +81,58 @@ def format_sweep(results: list[RowResult]) -> str:
     return "\n".join(lines)
 
 
+def choose(rows: list[Row], results: list[RowResult]) -> int | None:
+    """The variant to ship: most right on clips > 30 s among those within the FLOPs of unpruned 8 frames and
+    losing at most 1 point on clips <= 10 s (the goal's constraints); None when none is. Ties: the first."""
+    ref = results[0]
+    best = None
+    for i in range(2, len(rows)):
+        r = results[i]
+        change, long_acc = _delta(r, ref, BUCKETS[0][0]), r.accuracy(BUCKETS[-1][0])
+        if change is None or long_acc is None or change < -1 - 1e-9 or max(r.flops.values()) > 1.0 + 1e-9:
+            continue
+        if best is None or long_acc > results[best].accuracy(BUCKETS[-1][0]):
+            best = i
+    return best
+
+
+def card_policy(row: Row, note: str) -> dict:
+    """A sweep row's constants in the model card's "policy" form."""
+    p = row.policy or AdaptivePolicy()
+    return {"frames": p.base_frames, "k": row.prune.k, "r": p.base_r, "seconds_per_frame": p.seconds_per_frame,
+            "budget_exponent": p.budget_exponent, "r_max": p.r_max, "sampler": row.sampler or "uniform",
+            "note": note + (f"; FastV frame floor {row.prune.frame_floor:g} (not a card constant: pass "
+                            f"--frame-floor)" if row.prune.frame_floor else "")}
+
+
+def write_choice(folder: str | Path, rows: list[Row], results: list[RowResult], what: str) -> str:
+    """Write the chosen variant's constants into `folder`'s videoqa.json; the line saying what was written."""
+    i = choose(rows, results)
+    if i is None:
+        return f"no variant keeps the FLOPs and the short clips' accuracy: {folder} left as it was"
+    note = f"videoqa bench long --sweep, {what}: {rows[i].label}; goal: {goal(results[i], results[0])}"
+    file = write_policy(folder, card_policy(rows[i], note))
+    return f"wrote {rows[i].label!r} into {file}"
+
+
 def run_sweep(model: str = "demo-long", runs_dir: str | Path = "runs/long", clips: int | None = None,
-              device: str | None = None, variants: list[tuple] | None = None) -> str:
-    """The sweep table on the first `clips` clips of the validation split."""
+              device: str | None = None, variants: list[tuple] | None = None,
+              write_card: str | Path | None = None) -> str:
+    """The sweep table on the first `clips` clips of the validation split; with `write_card`, the chosen
+    variant's constants are written into that model folder's videoqa.json."""
     from ..pipeline import VideoQA
 
     runs = Path(runs_dir)
     clips = SPLIT_CLIPS if clips is None else clips
     root = long_split(runs / "val-split", "val", clips)
     qa = VideoQA.from_pretrained(model, device=device, max_new_tokens=MAX_NEW)
-    results = evaluate_rows(qa, root, runs / "val", sweep_rows(variants), model, "val")
+    rows = sweep_rows(variants)
+    results = evaluate_rows(qa, root, runs / "val", rows, model, "val")
     n = results[0].groups["all"][1]
+    written = ""
+    if write_card is not None:
+        written = "\n" + write_choice(write_card, rows, results, f"{n} questions of {clips} validation clips, {model}")
     return (f"Policy sweep: adaptive FastV on {clips} clips of the validation split ({n} questions), {model}; "
             f"greedy, strict exact match %; FLOPs: prefill, % of unpruned 8 frames on the same question "
             f"(model's own dims). Goal: > 30 s at least +10 points over unpruned 8 frames, no bucket over 100 % "
-            f"FLOPs, ≤ 10 s at most 1 point lost.\n" + format_sweep(results))
+            f"FLOPs, ≤ 10 s at most 1 point lost.\n" + format_sweep(results) + written)

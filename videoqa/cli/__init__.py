@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
+import os
 import sys
 
 from ..errors import VideoQAError
@@ -54,13 +56,17 @@ def run_command(args: argparse.Namespace) -> int:
 
 def _quiet_libraries() -> None:
     """Hide the library output that is noise for CLI users, and nothing else: transformers' warnings (a
-    checkpoint with missing or unexpected weights, say) stay visible."""
-    from transformers.utils import logging
+    checkpoint with missing or unexpected weights, say) stay visible. Without importing transformers: most
+    commands check their inputs first, and a bad one is reported without waiting for it."""
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
 
-    logging.disable_progress_bar()
+        hf_logging.disable_progress_bar()
+    else:  # read when huggingface_hub and transformers are imported (by the commands that load a model)
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     # On every processor load transformers says Video-LLaVA's image processor has no torchvision variant; the
-    # PIL one is what the checkpoint uses.
-    notices = logging.get_logger("transformers.models.auto.image_processing_auto")
+    # PIL one is what the checkpoint uses. transformers' loggers are the standard library's, by module name.
+    notices = logging.getLogger("transformers.models.auto.image_processing_auto")
     if _not_backend_notice not in notices.filters:
         notices.addFilter(_not_backend_notice)
 

@@ -22,6 +22,9 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..video import check_file
+
+    check_file(args.video)  # a missing clip is reported at once, not after the model has loaded
     qa = load_qa(args)
     if args.json:
         answer = qa.ask(args.video, args.question)

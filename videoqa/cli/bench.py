@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..bench.llm import PRESETS, Setup
+from ..bench.setup import PRESETS, Setup
 from .options import positive_int
 
 SUITES = ("llm", "frames", "video", "accuracy", "long")
@@ -45,6 +45,9 @@ def register(sub) -> None:
                    help="long: the held-out split (default) or the validation split the policy was tuned on")
     g.add_argument("--sweep", action="store_true",
                    help="long: the adaptive policy's sweep on the validation split instead of the policy table")
+    g.add_argument("--write-card", metavar="DIR", default=None,
+                   help="long --sweep: write the chosen constants into DIR/videoqa.json's policy section (the model "
+                        "folder: every later run of that model uses them)")
     p.set_defaults(func=run)
 
 
@@ -83,7 +86,8 @@ def suite_text(suite: str, args: argparse.Namespace) -> str:
         if args.sweep:
             from ..bench.long_sweep import run_sweep
 
-            return run_sweep(args.model or "demo-long", args.runs_dir or "runs/long", args.clips, device=args.device)
+            return run_sweep(args.model or "demo-long", args.runs_dir or "runs/long", args.clips, device=args.device,
+                             write_card=args.write_card)
         return run_long(args.model or "demo-long", args.runs_dir or "runs/long", args.clips, device=args.device,
                         split=args.split, k=LONG_K if args.k is None else args.k)
     from ..bench.accuracy import run_accuracy

@@ -87,9 +87,10 @@ def register(sub) -> None:
     add_model_options(p)
     add_prune_options(p)
     add_backend_options(p)
-    # The official protocol's prompt and answer length (Video-LLaVA's run_inference_video_qa.py); interactive
-    # commands keep the plain prompt and 64 tokens, which suit a chat and return sooner.
-    p.set_defaults(func=run_eval_command, prompt="official", max_new_tokens=1024)
+    # The official protocol's answer length (Video-LLaVA's run_inference_video_qa.py); interactive commands keep
+    # 64 tokens, which suit a chat and return sooner. The prompt is the model's own conversation (videoqa.json):
+    # llava_v1 for Video-LLaVA, so the official protocol by default.
+    p.set_defaults(func=run_eval_command, max_new_tokens=1024)
 
     r = sub.add_parser("report", help="markdown table and accuracy-vs-FLOPs plot of eval runs",
                        description="Summarize `videoqa eval` runs against the published FastV/VisPruner numbers.")

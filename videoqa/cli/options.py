@@ -11,7 +11,10 @@ import math
 import sys
 from typing import TYPE_CHECKING
 
-from ..errors import InputError
+from ..errors import InputError, ModelLoadError
+from ..model import resolve_model
+from ..model_card import SAMPLERS, ModelCard, read_card
+from ..model_policy import model_policy
 from ..pruning import AUTO, REGISTRY, PruneConfig, parse_r
 
 if TYPE_CHECKING:
@@ -31,11 +34,16 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                    help="attention kernel for every layer (default: sdpa)")
     g.add_argument("--frames", type=positive_int, default=None,
                    help="frames to sample (default: 8, or chosen from the video's length with --r auto)")
+    g.add_argument("--sampler", default=None, choices=list(SAMPLERS),
+                   help="where the frames are taken: uniform = evenly spaced (Video-LLaVA's); content = half of them "
+                        "evenly, the rest where the video changes (default: the model's, from its videoqa.json; "
+                        "uniform without one)")
     g.add_argument("--max-new-tokens", type=positive_int, default=64,
                    help="answer length limit (default: 64; eval: 1024, as Video-LLaVA's evaluation)")
-    g.add_argument("--prompt", default="plain", choices=["plain", "official"],
+    g.add_argument("--prompt", default=None, choices=["plain", "official"],
                    help="prompt template: plain = 'USER: <video>\\n{question} ASSISTANT:'; official = the same after "
-                        "the llava_v1 system preamble, as Video-LLaVA's evaluation (default: plain; eval: official)")
+                        "the llava_v1 system preamble, as Video-LLaVA's evaluation (default: the conversation the "
+                        "model was trained on, from its folder's videoqa.json; official for a checkpoint without one)")
     g.add_argument("--compile", action="store_true",
                    help="decode on a static KV cache with a torch.compile'd step (a CUDA graph on GPUs); the "
                         "first answer pays the compilation")
@@ -127,22 +135,23 @@ def positive_int(text: str) -> int:
     return n
 
 
-def non_negative_int(text: str) -> int:
+def _whole(text: str) -> int | None:
     try:
-        n = int(text)
+        return int(text)
     except ValueError:
-        n = -1
-    if n < 0:
+        return None
+
+
+def non_negative_int(text: str) -> int:
+    n = _whole(text)
+    if n is None or n < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
     return n
 
 
 def port_number(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if not 0 <= n <= 65535:
+    n = _whole(text)
+    if n is None or not 0 <= n <= 65535:
         raise argparse.ArgumentTypeError(f"expected a port number in 0-65535, got {text!r}")
     return n
 
@@ -185,10 +194,13 @@ def _flag(name: str, value) -> str:
     return f"{flag} {value}"
 
 
-def prune_from_args(args: argparse.Namespace) -> PruneConfig:
-    """The checked pruning configuration of the command line (an InputError names a bad or ignored option)."""
+def prune_from_args(args: argparse.Namespace, default_k: int | None = None) -> PruneConfig:
+    """The checked pruning configuration of the command line (an InputError names a bad or ignored option).
+    `default_k`: FastV's K when --k is not given (the model's, from its videoqa.json)."""
     method = REGISTRY.get(args.prune)
     given = {name: getattr(args, name) for name in REGISTRY.options() if getattr(args, name, None) is not None}
+    if default_k is not None and "k" in method.option_names:
+        given.setdefault("k", default_k)
     ignored = [name for name in given if name not in method.option_names]
     if args.r is not None and not method.uses_r:
         ignored.insert(0, "r")
@@ -203,18 +215,32 @@ def prune_from_args(args: argparse.Namespace) -> PruneConfig:
 
 
 def model_spec_from_args(args: argparse.Namespace) -> dict:
-    """What `VideoQA.from_spec` needs, as plain data (it is shipped to Ray actors and recorded)."""
+    """What `VideoQA.from_spec` needs, as plain data (it is shipped to Ray actors and recorded). What is not
+    given comes from the model's videoqa.json (its conversation, K), so records name the settings that ran."""
+    card = _card_of(args.model)
+    policy = model_policy(card)
     return {
         "model": args.model,
         "device": args.device,
         "dtype": args.dtype,
         "attn_implementation": args.attn,
-        "prune": prune_from_args(args).to_dict(),
+        "prune": prune_from_args(args, policy.k).to_dict(),
         "frames": args.frames,
+        "sampler": args.sampler or policy.sampler,
         "max_new_tokens": args.max_new_tokens,
-        "prompt": args.prompt,
+        "prompt": args.prompt or card.conversation,
         "decode": "compiled" if args.compile else "eager",
     }
+
+
+def _card_of(model: str) -> ModelCard:
+    """The model folder's card; the defaults for a model that cannot be found, so that the cheaper checks (the
+    results file, the clips) speak first and loading the model says what is missing. A bad card is an error."""
+    try:
+        path = resolve_model(model)
+    except ModelLoadError:
+        return ModelCard()
+    return read_card(path)
 
 
 def load_qa(args: argparse.Namespace) -> VideoQA:

@@ -20,13 +20,15 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import asdict, dataclass, field, replace
-
-import torch
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from .base import ModelDims
 from .budget import context_room, frame_cap, largest
 from .flops import estimate_flops
+
+if TYPE_CHECKING:  # torch is imported where memory is read: the command line builds its options without it
+    import torch
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -75,6 +77,9 @@ class Decision:
     reason: str
     memory: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # each policy constant -> {"value", "source"}: the model's videoqa.json or Video-LLaVA-7B's default
+    # (videoqa/model_policy.py); empty when decide() is called directly
+    constants: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -337,6 +342,8 @@ def describe(decision: Decision) -> str:
 def free_memory_bytes(device: str | torch.device) -> int:
     """Memory a new allocation can use now: CUDA free memory from the driver plus what PyTorch's caching
     allocator holds unused; CPU: MemAvailable (Linux), else available physical pages."""
+    import torch
+
     device = torch.device(device)
     if device.type == "cuda":
         free, _total = torch.cuda.mem_get_info(device)

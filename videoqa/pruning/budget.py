@@ -60,17 +60,22 @@ def frame_cap(dims: ModelDims, room: int, renumbered: bool, r: float) -> int:
     return max(0, largest(fits, 1, max(1, room)))
 
 
+def fits_context(dims: ModelDims, frames: int, n_text: int, cfg: PruneConfig, r: float, max_new: int) -> bool:
+    """Whether `frames` frames at ratio `r`, `n_text` prompt tokens and `max_new` answer tokens fit the context."""
+    n = frames * dims.tokens_per_frame
+    return context_slots(n, keep_count(n, r), only_kept_count(cfg)) <= context_room(dims, n_text, max_new)
+
+
 def check_context(dims: ModelDims, frames: int, n_text: int, cfg: PruneConfig, r: float, max_new: int) -> None:
     """Refuse a frame count whose prompt cannot fit the context window, before any frame is decoded."""
+    if fits_context(dims, frames, n_text, cfg, r, max_new):
+        return
     room = context_room(dims, n_text, max_new)
     renumbered = only_kept_count(cfg)
 
     def visual(f: int) -> int:
         n = f * dims.tokens_per_frame
         return context_slots(n, keep_count(n, r), renumbered)
-
-    if visual(frames) <= room:
-        return
     most = frame_cap(dims, room, renumbered, r)
     if most < 1:
         raise InputError(f"the question and history need {n_text} tokens + {max_new} new tokens, which leaves "

@@ -167,6 +167,12 @@ def make_scene(rng: np.random.Generator, name: str) -> LongScene:
     return LongScene(name, kind, n, main, events)
 
 
+def erased(scene: LongScene) -> LongScene:
+    """The same clip with its brief events removed (same name, moving shape, background and questions): the
+    counterfactual that tells whether an event answer was read from the frames or guessed."""
+    return LongScene(scene.name, scene.kind, scene.n_frames, scene.main, [], scene.fps)
+
+
 def render(scene: LongScene) -> np.ndarray:
     """Frames (n_frames, SIZE, SIZE, 3) uint8 RGB: background (light during a flash), moving shape, objects."""
     main = scene.main
@@ -190,7 +196,12 @@ def render(scene: LongScene) -> np.ndarray:
 
 def resolved(scene: LongScene, num_frames: int) -> bool:
     """Whether F uniformly sampled frames see every event and, between two events, a frame without one."""
-    idx = sample_indices(scene.n_frames, num_frames)
+    return shows(scene, sample_indices(scene.n_frames, num_frames))
+
+
+def shows(scene: LongScene, idx: list[int]) -> bool:
+    """Whether the frames `idx` see every event and, between two events, a frame without one: what an event
+    question needs to be answerable from those frames."""
     for e in scene.events:
         if not any(e.start <= i < e.stop for i in idx):
             return False
@@ -268,12 +279,16 @@ def question_rng(scene: LongScene, seed: int) -> np.random.Generator:
     return np.random.default_rng([seed, 99, SPLIT_IDS[split], int(scene.name.split("_")[-1])])
 
 
-def write_eval_split(out: str | Path, scenes: list[LongScene], seed: int = 0) -> tuple[Path, int]:
-    """videos/ + test_q.json + test_a.json (with type) + scenes.json (metadata); returns (dir, n questions)."""
+def write_eval_split(out: str | Path, scenes: list[LongScene], seed: int = 0, erase: bool = False) -> tuple[Path, int]:
+    """videos/ + test_q.json + test_a.json (with type) + scenes.json (metadata); returns (dir, n questions).
+
+    With `erase`, the videos show each clip without its events (`erased`); questions, answers and metadata are
+    those of the original clips, so the two folders pair up question by question."""
     out = Path(out)
     per_clip = []
     for scene in scenes:
-        synth.write_mp4(render(scene), out / "videos" / f"{scene.name}.mp4", fps=scene.fps)
+        shown = erased(scene) if erase else scene
+        synth.write_mp4(render(shown), out / "videos" / f"{scene.name}.mp4", fps=scene.fps)
         per_clip.append((scene.name, questions(scene, question_rng(scene, seed))))
     return out, synth.write_qa_files(out, per_clip, [metadata(s) for s in scenes])
 
@@ -301,13 +316,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=120, help="clips (4-5 questions each)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--pick", type=int, nargs="+", default=[0], help="samples: which clips of the split")
+    p.add_argument("--erase", action="store_true", help="the same clips with their brief events erased")
     args = p.parse_args(argv)
     if args.split == "samples":
         print(write_samples(args.out, args.pick, args.seed))
         return 0
     pick = {"train": make_split, "val": val_scenes, "test": test_scenes}[args.split]
     scenes = pick("train", args.n, args.seed) if args.split == "train" else pick(args.n, args.seed)
-    out, nq = write_eval_split(args.out, scenes, args.seed)
+    out, nq = write_eval_split(args.out, scenes, args.seed, erase=args.erase)
     print(f"{out}: {len(scenes)} clips, {nq} questions")
     return 0
 

@@ -50,8 +50,8 @@ pyav and decord_backend (the two decoders), changes (the content sampler and its
 from videoqa.video.changes import ChangeScan, scan_changes
 from videoqa.video.clip import Clip, frame_indices
 from videoqa.video.decord_backend import DECORD_TIMEOUT_S
-from videoqa.video.probe import VideoInfo, probe_video
+from videoqa.video.probe import VideoInfo, check_file, probe_video
 from videoqa.video.sample import BACKENDS, SAMPLERS, sample_frames
 
-__all__ = ["BACKENDS", "DECORD_TIMEOUT_S", "SAMPLERS", "ChangeScan", "Clip", "VideoInfo", "frame_indices",
-           "probe_video", "sample_frames", "scan_changes"]
+__all__ = ["BACKENDS", "DECORD_TIMEOUT_S", "SAMPLERS", "ChangeScan", "Clip", "VideoInfo", "check_file",
+           "frame_indices", "probe_video", "sample_frames", "scan_changes"]

@@ -48,14 +48,21 @@ def _looks_like_text(path: Path) -> bool:
     return b"\x00" not in head and head.decode("utf-8", errors="replace").count("\ufffd") <= 1
 
 
-def _open(path: Path) -> av.container.InputContainer:
-    """Open ``path`` for reading, turning every failure into a one-line VideoError."""
+def check_file(path: str | Path) -> None:
+    """A VideoError unless `path` is a non-empty regular file: what can be said before decoding (or before a
+    model is loaded to answer about it)."""
+    path = Path(path)
     if not path.exists():
         raise VideoError(path, "file not found")
     if not path.is_file():
         raise VideoError(path, "not a regular file")
     if path.stat().st_size == 0:
         raise VideoError(path, "empty file (0 bytes)")
+
+
+def _open(path: Path) -> av.container.InputContainer:
+    """Open ``path`` for reading, turning every failure into a one-line VideoError."""
+    check_file(path)
     try:
         return av.open(str(path), "r")
     except PermissionError as e:

@@ -3,21 +3,25 @@ as the display matrix says (see the package docstring)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
 import av
 import numpy as np
 
-from videoqa.errors import VideoError
+from videoqa.errors import Cancelled, VideoError
 from videoqa.video.clip import Clip, Pick, _loss, _warnings, frame_indices
 from videoqa.video.probe import _BackendFailed, _open, _probe, _Scan, _video_stream
 
 
-def _frames(container, stream):
-    """Decoded frames in presentation order, skipping packets the decoder rejects (corrupt data)."""
+def _frames(container, stream, cancel: Callable[[], bool] | None = None):
+    """Decoded frames in presentation order, skipping packets the decoder rejects (corrupt data). `cancel`
+    is asked before each packet: True stops decoding (raises Cancelled)."""
     packets = container.demux(stream)
     while True:
+        if cancel is not None and cancel():
+            raise Cancelled("decoding frames")
         try:
             packet = next(packets)
         except StopIteration:
@@ -59,20 +63,22 @@ def _open_stream(path: Path):
     return container, stream
 
 
-def _decode_in_order(path: Path, wanted: set[int]) -> tuple[dict[int, _Frame], int]:
+def _decode_in_order(path: Path, wanted: set[int], cancel: Callable[[], bool] | None = None
+                     ) -> tuple[dict[int, _Frame], int]:
     """Decode every frame, keeping RGB copies of the ``wanted`` ones. Returns (kept, frames decoded)."""
     kept: dict[int, _Frame] = {}
     count = 0
     container, stream = _open_stream(path)
     with container:
-        for frame in _frames(container, stream):
+        for frame in _frames(container, stream, cancel):
             if count in wanted:
                 kept[count] = _upright(frame)
             count += 1
     return kept, count
 
 
-def _decode_seeking(path: Path, scan: _Scan, wanted: list[int]) -> dict[int, _Frame] | None:
+def _decode_seeking(path: Path, scan: _Scan, wanted: list[int], cancel: Callable[[], bool] | None = None
+                    ) -> dict[int, _Frame] | None:
     """Fetch the wanted frames by pts, seeking to a keyframe whenever that skips decoding.
 
     Returns None when any wanted frame does not come out of the decoder with its demuxed pts (then the
@@ -81,14 +87,14 @@ def _decode_seeking(path: Path, scan: _Scan, wanted: list[int]) -> dict[int, _Fr
     kept: dict[int, _Frame] = {}
     container, stream = _open_stream(path)
     with container:
-        frames = _frames(container, stream)
+        frames = _frames(container, stream, cancel)
         position = scan.pts[0]  # pts the decoder will reach without seeking
         for index in sorted(set(wanted)):
             target = scan.pts[index]
             key = scan.key_pts[int(np.searchsorted(scan.key_pts, target, side="right")) - 1]
             if key > position:
                 container.seek(key, stream=stream, backward=True, any_frame=False)
-                frames = _frames(container, stream)
+                frames = _frames(container, stream, cancel)
             for frame in frames:
                 if frame.pts is None:
                     return None
@@ -103,7 +109,8 @@ def _decode_seeking(path: Path, scan: _Scan, wanted: list[int]) -> dict[int, _Fr
     return kept
 
 
-def _sample_pyav(path: Path, num_frames: int, allow_seek: bool = True, pick: Pick = frame_indices) -> Clip:
+def _sample_pyav(path: Path, num_frames: int, allow_seek: bool = True, pick: Pick = frame_indices,
+                 cancel: Callable[[], bool] | None = None) -> Clip:
     probed = _probe(path)
     scan, info, tb = probed.scan, probed.info, probed.tb
     estimate = info.total_frames
@@ -123,10 +130,10 @@ def _sample_pyav(path: Path, num_frames: int, allow_seek: bool = True, pick: Pic
     decoded = None  # frames the decoder gave, when every frame was decoded
     if can_seek:
         wanted = pick(total, num_frames)
-        kept = _decode_seeking(path, scan, wanted)
+        kept = _decode_seeking(path, scan, wanted, cancel)
     if kept is None:
         wanted = pick(estimate, num_frames)
-        kept, total = _decode_in_order(path, set(wanted))
+        kept, total = _decode_in_order(path, set(wanted), cancel)
         decoded = total
         if total == 0:
             # Both backends decode with FFmpeg: if it yields nothing, decord cannot do better (and
@@ -135,7 +142,7 @@ def _sample_pyav(path: Path, num_frames: int, allow_seek: bool = True, pick: Pic
         if total != estimate:
             wanted = pick(total, num_frames)
             if not set(wanted) <= kept.keys():
-                kept, recount = _decode_in_order(path, set(wanted))
+                kept, recount = _decode_in_order(path, set(wanted), cancel)
                 if recount != total or not set(wanted) <= kept.keys():
                     raise _BackendFailed(f"decoder yields {total} frames, then {recount}: unstable stream")
 

@@ -3,12 +3,13 @@ content); see the package docstring."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 import av
 
-from videoqa.errors import InputError, VideoError
+from videoqa.errors import Cancelled, InputError, VideoError
 from videoqa.video.changes import ChangeScan, content_indices, scan_changes
 from videoqa.video.clip import Clip, Pick, frame_indices
 from videoqa.video.decord_backend import _sample_decord
@@ -19,11 +20,14 @@ BACKENDS = ("auto", "pyav", "decord")
 SAMPLERS = ("uniform", "content")  # content: videoqa/video/changes.py
 
 
-def _run_backend(name: str, path: Path, num_frames: int, pick: Pick = frame_indices) -> Clip:
+def _run_backend(name: str, path: Path, num_frames: int, pick: Pick = frame_indices,
+                 cancel: Callable[[], bool] | None = None) -> Clip:
     """One backend, no fallback. Raises VideoError (bad input) or _BackendFailed (could not decode)."""
+    if cancel is not None and cancel():
+        raise Cancelled("decoding frames")
     try:
         if name == "pyav":
-            return _sample_pyav(path, num_frames, pick=pick)
+            return _sample_pyav(path, num_frames, pick=pick, cancel=cancel)
         return _sample_decord(path, num_frames, pick=pick)
     except (VideoError, _BackendFailed):
         raise
@@ -40,7 +44,8 @@ def _content_pick(changes: ChangeScan, total: int, num_frames: int) -> list[int]
     return content_indices(changes, uniform) if total == changes.n_frames else uniform
 
 
-def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto", sampler: str = "uniform") -> Clip:
+def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto", sampler: str = "uniform",
+                  cancel: Callable[[], bool] | None = None) -> Clip:
     """Sample ``num_frames`` frames over the whole clip (see module docstring).
 
     ``backend``: "auto" (PyAV, then decord if PyAV cannot decode the file), "pyav" or "decord" (that one
@@ -48,7 +53,8 @@ def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto", 
     the rest moved to where the video changes, from a low-resolution pass over every frame; see
     videoqa/video/changes.py). ``Clip.sampler`` says which chose the frames: a content request on a file
     whose decoders disagree on the frame count falls back to uniform, with a warning. Raises VideoError for
-    any unusable file, InputError for bad arguments.
+    any unusable file, InputError for bad arguments. ``cancel``: asked between frames (PyAV) and before each
+    backend; True stops with Cancelled.
     """
     if backend not in BACKENDS:
         raise InputError(f"unknown video backend {backend!r} (choose from {', '.join(BACKENDS)})")
@@ -65,7 +71,7 @@ def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto", 
     failures = []
     for name in order:
         try:
-            clip = _run_backend(name, path, num_frames, pick)
+            clip = _run_backend(name, path, num_frames, pick, cancel)
         except _BackendFailed as e:
             failures.append(str(e)[:160])
             continue

@@ -1,5 +1,6 @@
 """What the page says about the loaded model: in the header, in the empty chat, and once per clip when a demo
-model is asked about a clip unlike the ones it was trained on (its answers there are guesses).
+model is asked about a clip unlike the ones it was trained on (its answers there are guesses). (Not to be
+confused with videoqa/model_card.py, a model folder's own settings.)
 
 The demo models learned only the synthetic clips of `videoqa.synth`: 128×128 pixels, 8 frames per second
 (short clips) or 4 (long clips). The rule for "a clip of its kind" is that format, read from the file's
@@ -36,7 +37,7 @@ DEMOS = {
 
 
 @dataclass(frozen=True)
-class ModelCard:
+class ModelInfo:
     name: str
     summary: str  # one line: what the model is
     knows: str  # demo models: what it was trained on and can answer; empty for a real checkpoint
@@ -60,7 +61,7 @@ class ModelCard:
                 "here are guesses. Try an example clip, or serve a real checkpoint (videoqa serve --model …).")
 
 
-def describe(qa) -> ModelCard:
+def describe(qa) -> ModelInfo:
     """The card of a loaded `VideoQA`: a demo model's training and questions, or a checkpoint's size."""
     n_params = sum(p.numel() for p in qa.model.parameters())
     dtype = str(qa.dtype).removeprefix("torch.")
@@ -71,8 +72,8 @@ def describe(qa) -> ModelCard:
         summary = f"Demo model “{qa.name}” ({size} parameters, {dtype}, {qa.device})."
         knows = (f"Trained only on {trained.format(clips=clips)}. It answers questions about {answers}; "
                  "about any other clip its answers are guesses.")
-        return ModelCard(qa.name, summary, knows, fps)
-    return ModelCard(qa.name, f"Model {Path(qa.name).name or qa.name}: {size} parameters, {dtype}, {qa.device}.", "")
+        return ModelInfo(qa.name, summary, knows, fps)
+    return ModelInfo(qa.name, f"Model {Path(qa.name).name or qa.name}: {size} parameters, {dtype}, {qa.device}.", "")
 
 
 def _training_clips(name: str) -> str:

@@ -1,0 +1,74 @@
+"""The adaptive policy's constants for one model: its card's "policy" section (videoqa.json beside the weights),
+else Video-LLaVA-7B's defaults, each constant with where it came from.
+
+The right frame rate and pruning depend on the model (what it was trained on, how deep it is), so they live
+with the model, not in the code. The defaults are Video-LLaVA-7B's: 8 uniformly sampled frames (its training),
+FastV's K=2 and R=0.5 (the paper's setting), and the constants of the first policy sweep for longer clips.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .model_card import ModelCard
+from .pruning.adaptive import AdaptivePolicy
+
+# card field -> (default, why it is the default)
+DEFAULTS: dict[str, tuple[object, str]] = {
+    "frames": (8, "trained on 8 uniformly sampled frames"),
+    "k": (2, "FastV's K=2"),
+    "r": (0.5, "FastV's R=0.5"),
+    "seconds_per_frame": (6.0, "one frame per 6 s past 48 s, the first demo-long sweep"),
+    "budget_exponent": (0.25, "kept tokens grow as frames^0.25, the first demo-long sweep"),
+    "r_max": (0.9, "published video accuracy falls off past R=0.9"),
+    "sampler": ("uniform", "uniform frames, as trained"),
+}
+# card field -> AdaptivePolicy field
+_POLICY_FIELDS = {"frames": "base_frames", "r": "base_r", "seconds_per_frame": "seconds_per_frame",
+                  "budget_exponent": "budget_exponent", "r_max": "r_max"}
+
+
+@dataclass(frozen=True)
+class ModelPolicy:
+    """What the model's card sets: the adaptive policy, FastV's default K, the default frame sampler, and for
+    each constant its value and source ("<path of videoqa.json>" or "default (Video-LLaVA-7B: ...)")."""
+
+    policy: AdaptivePolicy = field(default_factory=AdaptivePolicy)
+    k: int = 2
+    sampler: str = "uniform"
+    constants: dict = field(default_factory=dict)  # name -> {"value": ..., "source": ...}
+
+
+def model_policy(card: ModelCard) -> ModelPolicy:
+    """The policy the card declares, with Video-LLaVA-7B's defaults for what it leaves out."""
+    values, constants = {}, {}
+    for name, (default, why) in DEFAULTS.items():
+        if name in card.policy:
+            values[name] = card.policy[name]
+            source = card.path + (f" ({card.policy['note']})" if card.policy.get("note") else "")
+        else:
+            values[name], source = default, f"default (Video-LLaVA-7B: {why})"
+        constants[name] = {"value": values[name], "source": source}
+    policy = replace(AdaptivePolicy(), **{attr: values[name] for name, attr in _POLICY_FIELDS.items()})
+    return ModelPolicy(policy, values["k"], values["sampler"], constants)
+
+
+def policy_of(name: str) -> ModelPolicy:
+    """The policy of a model by name or folder (its videoqa.json; nothing is loaded or downloaded)."""
+    from .model import resolve_model
+    from .model_card import read_card
+
+    return model_policy(read_card(resolve_model(name)))
+
+
+def set_on_pipeline(policy: AdaptivePolicy, base: ModelPolicy) -> dict:
+    """The constants of a policy set on a pipeline by hand (a sweep's variant): each names the card's source
+    where it kept the card's value, "set on the pipeline" where it changed it."""
+    out = {}
+    for name, entry in base.constants.items():
+        attr = _POLICY_FIELDS.get(name)
+        if attr is None or getattr(policy, attr) == entry["value"]:
+            out[name] = dict(entry)
+        else:
+            out[name] = {"value": getattr(policy, attr), "source": "set on the pipeline (VideoQA.policy)"}
+    return out
