@@ -36,12 +36,12 @@ def free_port() -> int:
 
 def chat(page) -> None:
     """Pick the example with one click, ask it, then a follow-up."""
-    page.locator("#examples tbody tr", has_text=QUESTION).click()
+    page.locator("#examples .example", has_text=QUESTION).click()
     expect(page.locator("#question textarea")).to_have_value(QUESTION)
     page.locator("#ask").click()
     rows = page.locator("#chat .message-row")
     expect(rows).to_have_count(3)
-    page.locator("#stats table").wait_for()
+    page.locator("#stats table").wait_for(state="attached")
     page.locator("#question textarea").fill(FOLLOW_UP)
     page.locator("#ask").click()
     expect(rows).to_have_count(5)
@@ -85,7 +85,11 @@ def main() -> None:
                 page.set_default_timeout(60_000)
                 page.goto(url)
                 chat(page)
-                page.evaluate("window.scrollTo(0, 0)")
+                if name == "phone":  # the clip box and examples come first: show the conversation's screen
+                    page.evaluate("window.scrollTo(0, document.querySelector('#tabs').getBoundingClientRect().top"
+                                  " + scrollY)")
+                else:
+                    page.evaluate("window.scrollTo(0, 0)")
                 shoot(page, f"{name}-chat", full_page=name == "desktop")
                 compare(page)
                 if name == "phone":

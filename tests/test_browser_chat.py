@@ -18,7 +18,7 @@ expect = sync_api.expect
 
 
 def wait_answered(page) -> None:
-    page.locator("#stats table").wait_for()
+    page.locator("#stats table").wait_for(state="attached")  # the table sits in a closed <details>
     expect(page.locator("#stop")).to_be_disabled()
 
 

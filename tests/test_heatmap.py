@@ -9,7 +9,16 @@ import torch
 from PIL import Image
 from transformers import VideoLlavaVideoProcessor
 
-from videoqa.heatmap import DIM, MIN_DISPLAY, model_view, render_heatmaps
+from videoqa.heatmap import (
+    DROP_BASE,
+    DROP_GAIN,
+    HATCH,
+    KEPT_OUTLINE,
+    MIN_DISPLAY,
+    model_view,
+    render_heatmaps,
+    score_scale_css,
+)
 from videoqa.pruning import KeptTokens, VisualLayout
 
 
@@ -69,7 +78,7 @@ def fake_clip(n_frames: int, side: int, value: int = 200):
 SIZE, CROP = {"shortest_edge": 32}, {"height": 32, "width": 32}
 
 
-def test_kept_patches_bright_dropped_dimmed_cls_in_caption():
+def test_kept_patches_bright_dropped_greyed_summary_token_in_caption():
     layout = VisualLayout(n_frames=2, grid=4, has_cls=True)  # 17 tokens per frame
     # frame 0: CLS (0), patch (0,0) -> 1, patch (3,2) -> 1 + 14 = 15; frame 1: patch (1,1) -> 17 + 1 + 5
     kept = KeptTokens(method="fastv", layer=2, n_visual=34, kept=[0, 1, 15, 23], layout=layout)
@@ -84,18 +93,41 @@ def test_kept_patches_bright_dropped_dimmed_cls_in_caption():
     a0, a1 = np.asarray(img0), np.asarray(img1)
     cell = 8 * scale  # 32 px / grid 4 = 8 px per patch before upscaling
 
-    def at(a, r, c):  # centre pixel of cell (r, c)
-        return a[r * cell + cell // 2, c * cell + cell // 2, 0]
+    def at(a, r, c):  # the most common colour of cell (r, c): its fill, not its hatching or outline
+        px = a[r * cell:(r + 1) * cell, c * cell:(c + 1) * cell].reshape(-1, 3)
+        values, counts = np.unique(px, axis=0, return_counts=True)
+        return tuple(int(v) for v in values[counts.argmax()])
 
-    dimmed = int(200 * DIM)
-    assert at(a0, 0, 0) == 200 and at(a0, 3, 2) == 200
-    assert at(a0, 0, 1) == dimmed and at(a0, 2, 3) == dimmed
-    assert at(a1, 1, 1) == 200 and at(a1, 0, 0) == dimmed
-    # exactly the kept cells are bright
-    assert (a0[:, :, 0] == 200).sum() == 2 * cell * cell
-    assert (a1[:, :, 0] == 200).sum() == 1 * cell * cell
-    assert cap0 == "#1 · 0.50s · kept 2/16 · CLS"
-    assert cap1 == "#2 · 1.00s · kept 1/16 · no CLS"
+    grey = int(DROP_BASE + DROP_GAIN * 200)
+    assert at(a0, 0, 0) == (200,) * 3 and at(a0, 3, 2) == (200,) * 3
+    assert at(a0, 0, 1) == (grey,) * 3 and at(a0, 2, 3) == (grey,) * 3
+    assert at(a1, 1, 1) == (200,) * 3 and at(a1, 0, 0) == (grey,) * 3
+    # exactly the kept cells keep the frame's colour; the dropped ones are hatched
+    assert (a0[:, :, 0] == 200).sum() + (a0 == KEPT_OUTLINE).all(-1).sum() == 2 * cell * cell
+    assert (a1 == HATCH).all(-1).sum() > 0
+    assert cap0 == "#1 · 0.50 s · kept 2/16 + summary"
+    assert cap1 == "#2 · 1.00 s · kept 1/16"
+
+
+def test_kept_and_dropped_differ_on_a_black_frame():
+    """Dimming a black patch leaves it black: dropped patches must be told apart by more than brightness."""
+    layout = VisualLayout(n_frames=1, grid=4, has_cls=True)
+    kept = KeptTokens(method="fastv", layer=2, n_visual=17, kept=[0, 6], layout=layout)  # patch (1, 1)
+    ((img, _),) = render_heatmaps(fake_clip(1, 32, value=0), kept, SIZE, CROP)
+    a = np.asarray(img).astype(int)
+    cell = 8 * math.ceil(MIN_DISPLAY / 32)
+    kept_cell = a[cell + 4:2 * cell - 4, cell + 4:2 * cell - 4]  # inside the outline
+    dropped_cell = a[3 * cell:4 * cell, 3 * cell:4 * cell]
+    assert kept_cell.max() == 0
+    assert dropped_cell.mean() > 40 and (dropped_cell == HATCH).all(-1).any()
+    # the kept patch is outlined on every side that borders a dropped one
+    middle = cell + cell // 2
+    assert (a[cell, middle] == KEPT_OUTLINE).all() and (a[2 * cell - 1, middle] == KEPT_OUTLINE).all()
+
+
+def test_score_scale_is_the_colour_map_low_to_high():
+    css = score_scale_css()
+    assert css.startswith("linear-gradient(to right, #000004") and css.endswith("#fcffa4)")  # inferno's ends
 
 
 def test_everything_kept_is_the_model_view():
@@ -111,16 +143,17 @@ def test_everything_kept_is_the_model_view():
     for (img, cap), v in zip(out, view, strict=True):
         expected = Image.fromarray(v).resize((256, 256), Image.Resampling.NEAREST)  # 64 px, scale 4
         np.testing.assert_array_equal(np.asarray(img), np.asarray(expected))
-        assert cap.endswith("kept 64/64 · CLS")
+        assert cap.endswith("kept 64/64 + summary")
 
 
 def test_images_without_cls():
     layout = VisualLayout(n_frames=1, grid=4, has_cls=False)
     kept = KeptTokens(method="random", layer=0, n_visual=16, kept=[5], layout=layout)
     ((img, cap),) = render_heatmaps(fake_clip(1, 32), kept, SIZE, CROP)
-    assert cap == "#1 · 0.50s · kept 1/16"  # no CLS to report
+    assert cap == "#1 · 0.50 s · kept 1/16"  # no summary token to report
     a = np.asarray(img)
-    assert (a[:, :, 0] == 200).sum() == (8 * math.ceil(MIN_DISPLAY / 32)) ** 2  # only patch (1, 1)
+    cell = 8 * math.ceil(MIN_DISPLAY / 32)
+    assert (a[:, :, 0] == 200).sum() + (a == KEPT_OUTLINE).all(-1).sum() == cell**2  # only patch (1, 1)
 
 
 def test_score_colour_map_orders_cells_and_outlines_kept():
@@ -133,8 +166,8 @@ def test_score_colour_map_orders_cells_and_outlines_kept():
     cell = 8 * math.ceil(MIN_DISPLAY / 32)
     lum = [a[r * cell + cell // 2, c * cell + cell // 2].sum() for r in range(4) for c in range(4)]
     assert lum == sorted(lum) and lum[-1] > lum[0] + 300  # inferno: brighter for higher scores
-    assert tuple(a[3 * cell, 3 * cell]) == (0, 255, 160)  # kept patch (3, 3) outlined
-    assert tuple(a[0, 0]) != (0, 255, 160)
+    assert tuple(a[3 * cell, 3 * cell]) == KEPT_OUTLINE  # kept patch (3, 3) outlined
+    assert tuple(a[0, 0]) != KEPT_OUTLINE
 
 
 def test_mismatched_inputs_raise():

@@ -141,7 +141,7 @@ def test_fastvid_in_the_chat_keeps_positions_and_shades_merged_patches(actions, 
     gallery = next(o["gallery"]["value"] for o in reversed(outputs) if o.get("gallery", {}).get("value"))
     merged = [len(m["merged"]) for m in direct.kept.frame_masks()]
     assert sum(merged) > 0
-    assert [caption.endswith(f" · merged {n}") if n else "merged" not in caption
+    assert [caption.endswith(f" · {n} merged") if n else "merged" not in caption
             for (_, caption), n in zip(gallery, merged, strict=True)] == [True] * len(merged)
     record = json.loads(Path(actions.export(s)["export_file"]["value"]).read_text())["turns"][0]
     assert record["prune"]["keep_positions"] is True and record["kept"]["absorbed"]

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from videoqa.heatmap import DIM, MERGED_MIX, MERGED_TINT, render_heatmaps
+from videoqa.heatmap import DROP_BASE, DROP_GAIN, MERGED_MIX, MERGED_TINT, render_heatmaps
 from videoqa.pruning import KeptTokens, VisualLayout
 
 SIZE, CROP = {"shortest_edge": 32}, {"height": 32, "width": 32}
@@ -18,9 +18,12 @@ def clip():
 
 
 def cell(img, row: int, col: int) -> np.ndarray:
-    """The colour at the centre of grid cell (row, col) of a 4x4 grid on a square image."""
+    """The fill of grid cell (row, col) of a 4x4 grid on a square image: its most common colour (not the
+    hatching of a dropped patch or the outline of a kept one)."""
     step = img.size[0] // 4
-    return np.asarray(img)[int((row + 0.5) * step), int((col + 0.5) * step)].astype(float)
+    px = np.asarray(img)[row * step:(row + 1) * step, col * step:(col + 1) * step].reshape(-1, 3)
+    values, counts = np.unique(px, axis=0, return_counts=True)
+    return values[counts.argmax()].astype(float)
 
 
 def kept_tokens(absorbed=None, **details) -> KeptTokens:
@@ -34,7 +37,7 @@ def kept_tokens(absorbed=None, **details) -> KeptTokens:
 ABSORBED = [[], [2, 3], [], [24, 17, 15]]
 
 
-def test_merged_patches_are_tinted_dropped_ones_dimmed():
+def test_merged_patches_are_tinted_dropped_ones_greyed():
     kept = kept_tokens(absorbed=ABSORBED)
     assert kept.merged_dropped() == [2, 3, 17, 24]
     (img0, cap0), (img1, cap1) = render_heatmaps(clip(), kept, SIZE, CROP)
@@ -42,12 +45,12 @@ def test_merged_patches_are_tinted_dropped_ones_dimmed():
     np.testing.assert_allclose(cell(img0, 0, 0), [GREY] * 3, atol=1)  # kept
     np.testing.assert_allclose(cell(img0, 0, 1), tinted, atol=1)  # index 2: merged into 1
     np.testing.assert_allclose(cell(img0, 0, 2), tinted, atol=1)  # index 3
-    np.testing.assert_allclose(cell(img0, 1, 0), [GREY * DIM] * 3, atol=1)  # dropped, not merged
+    np.testing.assert_allclose(cell(img0, 1, 0), [DROP_BASE + DROP_GAIN * GREY] * 3, atol=1)  # dropped, not merged
     np.testing.assert_allclose(cell(img0, 3, 2), [GREY] * 3, atol=1)  # 15: kept, though also "absorbed"
     np.testing.assert_allclose(cell(img1, 1, 1), [GREY] * 3, atol=1)  # 23 kept
     np.testing.assert_allclose(cell(img1, 1, 2), tinted, atol=1)  # 24 merged into 23
-    assert cap0 == "#1 · 0.50s · kept 2/16 · CLS · merged 2"
-    assert cap1 == "#2 · 1.00s · kept 1/16 · no CLS · merged 1"
+    assert cap0 == "#1 · 0.50 s · kept 2/16 + summary · 2 merged"
+    assert cap1 == "#2 · 1.00 s · kept 1/16 · 1 merged"
 
 
 def test_without_merges_nothing_changes():

@@ -29,7 +29,16 @@ from videoqa.pruning import parse_r as parse_ratio
 from videoqa.pruning.adaptive import max_frames_for_context
 
 from .media import VIDEO_EXTENSIONS, Example, preview, sweep_cache
-from .present import answer_warnings, exchange_record, export_document, format_stats, reason, summary_line
+from .model_info import describe
+from .present import (
+    answer_warnings,
+    answers_differ,
+    exchange_record,
+    export_document,
+    format_stats,
+    reason,
+    summary_line,
+)
 from .session import ChatSession, Exchange, Settings, notice
 
 log = logging.getLogger(__name__)
@@ -134,6 +143,7 @@ class ChatActions:
         self.cache_dir, self.max_age_s, self.keep = cache_dir, max_age_s, keep
         self._next_sweep = 0.0  # monotonic time; the sweep walks the whole cache, so not after every answer
         self.methods = REGISTRY.names()  # compare mode: every registered method
+        self.card = describe(qa)  # what the model is; a demo model warns about clips unlike its training
 
     # -- the clip ---------------------------------------------------------------------------------------
 
@@ -166,6 +176,7 @@ class ChatActions:
         from videoqa.video import probe_video
 
         session.restart()
+        session.unlike_notice = None
         nothing = gr.update(value=None, label="Current clip")
         if not path:
             return {"chat": session.chat(), "preview": nothing}
@@ -179,6 +190,8 @@ class ChatActions:
             session.say(f"⚠️ Cannot use “{name}”: {reason(e)}")
             return {"chat": session.chat(), "preview": nothing}
         session.restart(path, name)
+        if not self.card.knows_clip(info.width, info.height, info.fps):
+            session.unlike_notice = self.card.unlike_notice()
         shown = preview(path, info.container, info.codec, self.work_dir)
         session.say(f"Loaded “{name}”: {info.duration_s:.1f} s, {info.fps:.1f} fps, {info.width}×{info.height}, "
                     f"{info.codec}. Ask a question.")
@@ -285,6 +298,9 @@ class ChatActions:
             notes.append(f"ℹ️ The conversation no longer fits the model's context with the clip's "
                          f"{answer.stats.frames} frames, so the model now sees only the latest questions and "
                          f"answers (the oldest {answer.stats.history_dropped} left out). Clear to start over.")
+        if session.unlike_notice:  # the first answer about a clip unlike the demo model's training says so, once
+            notes.append(session.unlike_notice)
+            session.unlike_notice = None
         session.add_notes(ex, notes)
         if time.monotonic() >= self._next_sweep:
             sweep_cache(self.cache_dir or self.work_dir / "heatmaps", self.max_age_s, keep=self.keep)
@@ -376,7 +392,15 @@ class ChatActions:
             yield _skip(out)
             return
         out[1:] = ["", None, ""] * n  # nothing left over from an earlier comparison
+        try:  # settings every method would refuse: one message, not one per method
+            for method in self.methods:
+                self.config(Settings(method, k, str(r), frames, bool(show_scores)))
+        except VideoQAError as e:
+            out[0] = f"⚠️ {reason(e)} Nothing was compared."
+            yield _skip(out)
+            return
         epoch, clip = session.epoch, session.clip
+        answers = {}
         for i, method in enumerate(self.methods):
             out[0] = f"Answering with **{method}** ({i + 1}/{n})…"
             yield _skip(out)
@@ -384,8 +408,9 @@ class ChatActions:
                 if session.epoch != epoch:
                     return  # a new clip meanwhile: this comparison is no longer wanted
                 out[1 + 3 * i: 4 + 3 * i] = [text, gallery, summary]
+                answers[method] = text
                 yield _skip(out)
-        out[0] = f"Compared {n} methods on “{session.clip_name}”: “{question}”"
+        out[0] = f"Compared {n} methods on “{session.clip_name}”: “{question}”. {answers_differ(answers)}"
         yield _skip(out)
 
     def _compare_one(self, clip: str, question: str, method: str, k, r, frames, show_scores: bool):
@@ -400,7 +425,8 @@ class ChatActions:
                 else:
                     vp = self.qa.processor.video_processor
                     gallery = gallery_files(render_heatmaps(item.clip, item.kept, vp.size, vp.crop_size,
-                                                            show_scores=show_scores), self.work_dir)
+                                                            show_scores=show_scores, short=True),  # "#3 · 40/64"
+                                            self.work_dir)
                     notes = "".join(f"\n\n⚠️ {w}" for w in answer_warnings(item))
                     yield item.text or "(empty answer)", gallery, summary_line(item) + notes
         except VideoQAError as e:

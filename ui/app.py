@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import tempfile
 from pathlib import Path
 
 import gradio as gr
 
+from videoqa.heatmap import HATCH, KEPT_OUTLINE, MERGED_MIX, MERGED_TINT, score_scale_css
 from videoqa.model import packaged_path
 from videoqa.pruning import REGISTRY
 
 from .actions import ANSWER, ChatActions, frames_that_fit, k_range, parse_r
 from .media import VIDEO_EXTENSIONS, list_examples, list_samples, sweep_cache
+from .model_info import ModelInfo, describe
 from .session import ChatSession
 
 __all__ = ["CSS", "DEFAULT_SAMPLES", "build_app", "launch", "list_samples", "parse_r", "sweep_cache"]
@@ -29,29 +32,98 @@ __all__ = ["CSS", "DEFAULT_SAMPLES", "build_app", "launch", "list_samples", "par
 DEFAULT_SAMPLES = packaged_path("clips")
 MAX_FRAMES = 32
 NARROW = "@media (max-width: 640px)"
+_MERGED_SWATCH = tuple(round((1 - MERGED_MIX) * 150 + MERGED_MIX * t) for t in MERGED_TINT)  # on a mid grey
+SHOW_QUESTION_BOX = """() => { const el = document.querySelector('#ask-row'); const r = el?.getBoundingClientRect();
+  if (r && (r.top < 0 || r.bottom > innerHeight)) el.scrollIntoView({block: 'center'}); }"""
+# Click a heatmap to seek the clip's preview to that frame (its time is in the caption: "#3 · 1.25 s · …").
+SEEK_ON_CLICK = """() => document.addEventListener('click', (e) => {
+  const item = e.target.closest('#heatmaps .thumbnail-item'), video = document.querySelector('#preview video');
+  const time = item && /· (\\d+(?:\\.\\d+)?) s/.exec(item.innerText);
+  if (time && video) video.currentTime = parseFloat(time[1]);
+}, true)"""
 MODEL = {"concurrency_id": "model", "concurrency_limit": 1}  # one answer at a time: one model
 
 CSS = f"""
 #stats table {{ font-size: 0.9em; }}
+#stats thead {{ display: none; }}  /* a two-column table of named values: no header row */
+/* one typing indicator: the answer's own "…" bubble, not Gradio's pending dots as well */
+#chat .message.pending, #chat .message-row:has(> .pending) {{ display: none !important; }}
+/* the chat's toolbar (copy all, clear) sits above the first bubble, not over it */
+#chat .bubble-wrap {{ padding-top: 2.4rem; }}
 #stats td:first-child {{ white-space: nowrap; font-weight: 600; }}
 /* the text of a message exactly as typed, spaces and line breaks included */
 #chat .message-content .md {{ white-space: pre-wrap; }}
 /* every frame's heatmap at once (no fixed-height scroll box), each caption in full under its image */
 .heatmaps, .heatmaps .grid-wrap {{ height: auto !important; max-height: none !important; }}
-.heatmaps .grid-container {{ grid-template-columns: repeat(var(--grid-cols), minmax(0, 1fr));
+/* columns at most 300 px wide: a one-frame answer is not one 880 px picture */
+.heatmaps .grid-container {{ grid-template-columns: repeat(var(--grid-cols), minmax(0, 300px));
   padding-top: 2.2rem; }}  /* below the gallery's download button */
 .heatmaps .thumbnail-item {{ aspect-ratio: auto; display: flex; flex-direction: column; height: auto; }}
 .heatmaps .thumbnail-item img {{ aspect-ratio: 1 / 1; width: 100%; height: auto; }}
 .heatmaps .caption-label {{ position: static; max-width: none; white-space: normal; overflow: visible;
   border: none; border-radius: 0; font-size: 0.85em; }}
-#examples td .container {{ width: 44px !important; height: 44px !important; margin: 0; }}
-#examples td img {{ width: 100%; height: 100%; object-fit: cover; }}
-#examples td {{ padding: 3px 6px; }}
+#legend {{ font-size: 0.85em; line-height: 1.9; }}
+#legend .swatch {{ display: inline-block; width: 1.1em; height: 1.1em; vertical-align: -0.2em; margin: 0 0.3em 0 0.8em;
+  border-radius: 2px; }}
+#legend .kept {{ background: #9a9a9a; outline: 2px solid rgb{KEPT_OUTLINE}; outline-offset: -2px; }}
+#legend .dropped {{ background: repeating-linear-gradient(45deg, rgb{HATCH} 0 2px, #555 2px 6px); }}
+#legend .merged {{ background: rgb{_MERGED_SWATCH}; }}
+#legend .scale {{ display: inline-block; width: 9em; height: 0.9em; vertical-align: -0.1em; margin: 0 0.4em;
+  background: {score_scale_css()}; border-radius: 2px; }}
+/* the legend goes with the heatmaps: none before the first answer */
+#results:not(:has(#heatmaps)) #legend {{ display: none; }}
+/* Compare: one-line method names (same height in every column), two-line captions at most */
+.compare-head h4 {{ white-space: nowrap; overflow: hidden; text-overflow: ellipsis; margin: 0; }}
+.compare-heatmaps .caption-label {{ font-size: 0.75em; padding: 2px 4px; }}
+/* examples: compact buttons, thumbnail then question, left-aligned, two lines at most */
+#examples {{ gap: 4px; }}
+#examples .example {{ justify-content: flex-start; text-align: left; font-weight: normal; padding: 2px 6px;
+  min-height: 0; line-height: 1.25; }}
+#examples .example img {{ width: 30px; height: 30px; object-fit: cover; border-radius: 3px; margin-right: 6px;
+  flex: none; }}
+#model-card p {{ font-size: 0.9em; }}
 {NARROW} {{
+  #model-card p, #legend div {{ font-size: 0.8rem !important; line-height: 1.45 !important; }}
+  #preview video {{ max-height: 150px; }}
   .heatmaps .grid-container {{ grid-template-columns: repeat(2, minmax(0, 1fr)) !important; }}
   #chat {{ height: 52vh !important; }}
+  /* phone first: the clip box and the examples, then the chat and its results, then the clip's preview and
+     the pruning settings (the clip column's parts join the page's single column) */
+  #main {{ flex-direction: column; }}
+  #clip-col {{ display: contents; }}
+  #upload {{ order: 1; }}
+  #examples {{ order: 2; }}
+  #main-col {{ order: 3; }}
+  #preview {{ order: 4; }}
+  #settings {{ order: 5; }}
+  #examples {{ display: grid !important; grid-template-columns: 1fr 1fr; }}
+  #examples-title {{ grid-column: 1 / -1; }}
+  #examples .example {{ font-size: 0.8em; }}
+  /* Compare: one method per row, its heatmaps three across */
+  #compare {{ flex-direction: column; }}
+  #compare .compare-method {{ width: 100%; min-width: 100% !important; }}
+  .compare-heatmaps .grid-container {{ grid-template-columns: repeat(3, minmax(0, 1fr)) !important; }}
 }}
 """
+
+
+def legend_html(scores: bool) -> str:
+    """What the heatmaps' marks mean; with `scores`, the colour scale of "Colour patches by attention score"."""
+    marks = ("<span class='swatch kept'></span>kept (the frame’s own colours, outlined)"
+             "<span class='swatch dropped'></span>dropped (grey, hatched)"
+             "<span class='swatch merged'></span>dropped but merged into a kept token (FastVID)")
+    if scores:
+        marks = ("colour = the method’s score for the question: low<span class='scale'></span>high "
+                 "(methods that rank by attention; others as usual); kept patches outlined")
+    return (f"<div><b>Kept visual tokens per frame</b>, each frame as the model saw it: {marks}. "
+            "“+ summary”: the frame’s summary token (one token for the whole frame) was kept too.</div>")
+
+
+def placeholder(card: ModelInfo, clip_name: str | None) -> str:
+    """What the empty chat says: what to do next, and what the model is."""
+    todo = (f"“{clip_name}” is loaded: ask about it." if clip_name
+            else "Upload a clip or pick an example, then ask about it.")
+    return f"{todo}\n\n{card.markdown()}"
 
 
 def build_app(qa, samples_dir: str | Path | None = DEFAULT_SAMPLES, cache_dir: str | Path | None = None,
@@ -67,16 +139,17 @@ def build_app(qa, samples_dir: str | Path | None = DEFAULT_SAMPLES, cache_dir: s
     dims = qa.dims
     with gr.Blocks(title="videoqa", analytics_enabled=False, delete_cache=(1800, int(max_age_s))) as app:
         session = gr.State(ChatSession())  # each tab gets its own copy
+        card = describe(qa)
         gr.Markdown(
-            f"### videoqa — {qa.name}\n"
-            f"{dims.n_layers} LLM layers · {dims.tokens_per_frame} tokens per frame ({dims.grid}×{dims.grid} "
-            f"patches + CLS) · {qa.device} {str(qa.dtype).removeprefix('torch.')}"
+            f"### videoqa — {qa.name}\n{card.markdown()} {dims.n_layers} LLM layers, {dims.tokens_per_frame} "
+            f"visual tokens per frame ({dims.grid}×{dims.grid} patches + 1 summary token).",
+            elem_id="model-card",
         )
         with gr.Row(equal_height=False, elem_id="main"):
             with gr.Column(scale=3, min_width=340, elem_id="main-col"):
                 with gr.Tabs(elem_id="tabs"):
                     with gr.Tab("Chat", elem_id="chat-tab"):
-                        ui = _chat_tab()
+                        ui = _chat_tab(card)
                     with gr.Tab("Compare methods", elem_id="compare-tab"):
                         ui |= _compare_tab(qa.prune.method)
             with gr.Column(scale=1, min_width=280, elem_id="clip-col"):
@@ -85,18 +158,18 @@ def build_app(qa, samples_dir: str | Path | None = DEFAULT_SAMPLES, cache_dir: s
         ui["api"] = gr.Button(visible=False)  # trigger of the endpoints meant for API clients only
         ui["example_name"] = gr.Textbox(visible=False, label="Example clip name")
 
-        keep = frozenset(_files_in(ui["examples"].samples)) if examples else frozenset()
+        keep = frozenset(str(ex.poster) for ex in examples)  # the example buttons' thumbnails
         actions = ChatActions(qa, examples, work_dir, cache_dir, max_age_s, keep)
         _wire(ui, actions)
         _wire_api(ui, actions)
     return app
 
 
-def _chat_tab() -> dict:
+def _chat_tab(card: ModelInfo) -> dict:
     ui = {}
     ui["chat"] = gr.Chatbot(
         label="Chat", show_label=False, height=420, elem_id="chat", render_markdown=False, layout="bubble",
-        placeholder="Upload a clip or pick an example, then ask about it.",
+        placeholder=placeholder(card, None), buttons=["copy", "copy_all"],  # no "share": it needs a Space
     )
     with gr.Row(elem_id="ask-row"):
         ui["question"] = gr.Textbox(placeholder="Ask about the clip…", show_label=False, label="Question",
@@ -110,19 +183,22 @@ def _chat_tab() -> dict:
     # One line for notices about the controls ("Type a question first."): not turns of the conversation.
     ui["notice"] = gr.Markdown("", elem_id="notice")
     ui["export_file"] = gr.File(label="Conversation (JSON)", visible=False, elem_id="export-file")
-    ui["stats"] = gr.Markdown(label="Answer stats", elem_id="stats")
-    ui["gallery"] = gr.Gallery(
-        label="Kept visual tokens per frame", show_label=False,  # the stats above it carry the legend
-        columns=4, height=None, format="png", object_fit="contain", elem_id="heatmaps",
-        elem_classes=["heatmaps"], allow_preview=True, visible=False,
-    )
+    with gr.Column(elem_id="results"):
+        ui["legend"] = gr.HTML(legend_html(False), elem_id="legend")
+        ui["gallery"] = gr.Gallery(
+            label="Kept visual tokens per frame", show_label=False,  # the legend above says what it shows
+            columns=4, height=None, format="png", object_fit="contain", elem_id="heatmaps",
+            elem_classes=["heatmaps"], allow_preview=True, visible=False,
+        )
+    ui["stats"] = gr.Markdown(label="Answer stats", elem_id="stats")  # one line; the table opens on demand
     return ui
 
 
 def _compare_tab(default_method: str) -> dict:
     ui = {"compare_answers": [], "compare_galleries": [], "compare_summaries": []}
     gr.Markdown("The same question answered with every pruning method, side by side (K, R and frames "
-                "from the Pruning settings; no chat history).")
+                "from the Pruning settings; no chat history). Under each frame: its number and the patches "
+                "kept of all (+ those merged into kept ones).")
     with gr.Row(elem_id="compare-ask"):
         ui["compare_question"] = gr.Textbox(placeholder="Question to compare…", show_label=False,
                                             label="Question to compare", scale=5, max_lines=4,
@@ -132,8 +208,10 @@ def _compare_tab(default_method: str) -> dict:
     with gr.Row(equal_height=False, elem_id="compare"):
         for method in REGISTRY.names():
             with gr.Column(min_width=140, elem_id=f"compare-{method}", elem_classes=["compare-method"]):
-                gr.Markdown(f"#### {method}" + (" (chat's default)" if method == default_method else ""))
-                ui["compare_answers"].append(gr.Textbox(label=f"{method}: answer", lines=2, interactive=False,
+                gr.Markdown(f"#### {method}" + (" <small>(chat’s default)</small>" if method == default_method else ""),
+                            elem_classes=["compare-head"])
+                ui["compare_answers"].append(gr.Textbox(label=f"{method}: answer", show_label=False, lines=2,
+                                                        interactive=False,
                                                         elem_classes=["compare-answer"]))
                 ui["compare_summaries"].append(gr.Markdown(label=f"{method}: kept tokens and FLOPs",
                                                            elem_classes=["compare-summary"]))
@@ -147,10 +225,11 @@ def _clip_panel(qa, examples) -> dict:
     ui = {}
     # No file_types filter: Gradio would reject other files with a toast; we answer in the chat.
     ui["upload"] = gr.File(label="Upload a clip (" + " ".join(VIDEO_EXTENSIONS) + ")", type="filepath",
-                           elem_id="upload")
+                           elem_id="upload", height=130)
+    ui |= _examples(examples)
     ui["preview"] = gr.Video(label="Current clip", interactive=False, height=200, elem_id="preview")
     dims, default = qa.dims, qa.prune
-    with gr.Accordion("Pruning", open=True):
+    with gr.Accordion("Pruning", open=True, elem_id="settings"):
         ui["method"] = gr.Radio(list(REGISTRY.names()), value=default.method, label="Method", elem_id="method")
         # The K box: for the methods that prune inside the LLM at layer K. No bounds or rounding here: Gradio
         # would refuse a value with a bare "Error" badge, or turn 2.5 into 2; the action says what is wrong.
@@ -158,17 +237,22 @@ def _clip_panel(qa, examples) -> dict:
         k = REGISTRY.option("k")
         ui["k"] = gr.Number(value=k.default if default.k is None else default.k, precision=None,
                             label=f"K (FastV layer, {low}..{high})", elem_id="k")
-        ui["r"] = gr.Textbox(value=str(default.r), label="R (share dropped, 0..1) or auto", max_lines=1)
+        ui["r"] = gr.Textbox(value=str(default.r), label="R (share dropped, 0..1) or auto", max_lines=1, elem_id="r")
         most = frames_that_fit(qa, MAX_FRAMES)
         ui["frames"] = gr.Slider(0, most, value=min(qa.frames or 0, most), step=1, elem_id="frames",
                                  label=f"Frames (0 = default / auto; at most {most}: what fits the model's context)")
-        ui["show_scores"] = gr.Checkbox(False, label="Colour patches by attention score")
-    ui["examples"] = gr.Dataset(
-        components=["image", "textbox"], headers=["Clip", "Suggested question"],
-        samples=[[str(ex.poster), ex.question] for ex in examples] or [[None, ""]],
-        label="Examples: one click loads the clip and its question", type="index", layout="table",
-        samples_per_page=max(1, len(examples)), elem_id="examples", visible=bool(examples),
-    )
+        ui["show_scores"] = gr.Checkbox(False, label="Colour patches by attention score", elem_id="show-scores")
+    return ui
+
+
+def _examples(examples) -> dict:
+    """One button per example (thumbnail and suggested question): each a tab stop, Enter or a click loads it."""
+    ui = {"example_buttons": []}
+    with gr.Column(elem_id="examples", visible=bool(examples), variant="compact"):
+        gr.Markdown("**Examples**: one click loads the clip and its question", elem_id="examples-title")
+        for i, ex in enumerate(examples):
+            ui["example_buttons"].append(gr.Button(ex.question, icon=str(ex.poster), size="sm",
+                                                   elem_classes=["example"], elem_id=f"example-{i}"))
     return ui
 
 
@@ -185,9 +269,20 @@ def _wire(ui: dict, actions: ChatActions) -> None:
 
     # Loading a clip never waits behind an answer; it empties the upload box for the next file.
     loaded = ("chat", "preview", "gallery", "stats", "upload", "export_file", "stop")
-    on(ui["upload"].upload, actions.load_upload, [ui["upload"], s], loaded, api_name="ui_upload", **instant)
-    on(ui["examples"].click, actions.load_example, [ui["examples"], s], (*loaded, "question", "compare_question"),
-       api_name="ui_example", **instant)
+    loads = [on(ui["upload"].upload, actions.load_upload, [ui["upload"], s], loaded, api_name="ui_upload", **instant)]
+    for i, button in enumerate(ui["example_buttons"]):
+        def pick(session, i=i):
+            return actions.load_example(i, session)
+
+        picked = on(button.click, pick, [s], (*loaded, "question", "compare_question"), api_name=f"ui_example_{i}",
+                    **instant)
+        loads.append(picked)
+    # A new clip: the last comparison was about the old one. Emptied in the page (no request to the server).
+    no_comparison = json.dumps(["", *["", None, ""] * len(ui["compare_answers"])])
+    for load in loads:
+        load.then(None, None, _compare_outputs(ui), js=f"() => {no_comparison}", queue=False)
+        # On a phone the clip box and examples are above the chat: bring the question box into view.
+        load.then(None, None, None, js=SHOW_QUESTION_BOX, queue=False)
 
     # Asking: the question moves into the chat at once, then the model answers the tab's queue.
     enqueue = functools.partial(gr.on, [ui["send"].click, question.submit])
@@ -208,10 +303,14 @@ def _wire(ui: dict, actions: ChatActions) -> None:
     on(ui["stop"].click, actions.stop, [s], ("chat", "notice", "stop", "export_file"), api_name="ui_stop",
        **instant)
     cleared = ("chat", "gallery", "stats", "export_file")
-    on(ui["clear"].click, actions.clear, [s], cleared, api_name="ui_clear", **instant)
-    # The chat's own trash icon: the same reset as Clear (the model forgets too, not just the display).
-    on(ui["chat"].clear, actions.clear, [s], cleared, api_name="ui_chat_clear", **instant)
+    # The chat's own trash icon does the same reset as Clear (the model forgets too, not just the display).
+    # The emptied chat then says the clip is still loaded.
+    for trigger, name in ((ui["clear"].click, "ui_clear"), (ui["chat"].clear, "ui_chat_clear")):
+        on(trigger, actions.clear, [s], cleared, api_name=name, **instant).then(
+            lambda session: gr.update(placeholder=placeholder(actions.card, session.clip_name)), [s], [ui["chat"]],
+            **instant)
     on(ui["export"].click, actions.export, [s], ("export_file", "notice"), api_name="ui_export", **instant)
+    ui["show_scores"].change(legend_html, ui["show_scores"], ui["legend"], **instant)
 
     comparing = gr.on([ui["compare_run"].click, ui["compare_question"].submit], actions.compare,
                       _compare_inputs(ui), _compare_outputs(ui), show_progress="minimal", api_name="ui_compare",
@@ -285,16 +384,6 @@ def wired(fn, names: tuple[str, ...] | None, api: bool = False):
     return call
 
 
-def _files_in(value) -> list[str]:
-    """Paths of the files inside a component's processed value (e.g. a Dataset's samples)."""
-    if isinstance(value, dict):
-        return [value["path"]] if isinstance(value.get("path"), str) else [p for v in value.values()
-                                                                          for p in _files_in(v)]
-    if isinstance(value, (list, tuple)):
-        return [p for v in value for p in _files_in(v)]
-    return []
-
-
 def launch(app: gr.Blocks, *, host: str = "127.0.0.1", port: int = 7860, share: bool = False,
            auth: tuple[str, str] | None = None, max_file_size: str | int = "200mb", queue_size: int = 8,
            samples_dir: str | Path | None = DEFAULT_SAMPLES, block: bool = True):
@@ -311,5 +400,5 @@ def launch(app: gr.Blocks, *, host: str = "127.0.0.1", port: int = 7860, share: 
     return app.launch(
         server_name=host, server_port=port, share=share, auth=auth, max_file_size=max_file_size,
         allowed_paths=allowed, prevent_thread_lock=not block, ssr_mode=False, show_error=False,
-        quiet=not block, theme=theme, css=CSS, footer_links=["api"],
+        quiet=not block, theme=theme, css=CSS, js=SEEK_ON_CLICK, footer_links=["api"],
     )

@@ -80,9 +80,9 @@ def format_stats(answer, follow_up: bool = False) -> str:
                             f"the context")] if getattr(s, "history_dropped", 0) else []),
         ("peak memory", f"{fmt_bytes(s.peak_memory_bytes)} ({s.peak_memory_kind}) · {s.device}, {s.dtype}"),
     ]
-    return ("| answer | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
-            + "\n\n**Kept visual tokens per frame**, each frame as the model saw it: dimmed = dropped, "
-              "blue = merged into a kept token.")
+    table = "| answer | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
+    # One line shown, the nine rows on demand: on a phone the table was a screen tall.
+    return f"{summary_line(answer)}\n\n<details><summary>All stats</summary>\n\n{table}\n\n</details>"
 
 
 def summary_line(answer) -> str:
@@ -107,3 +107,14 @@ def export_document(model: str, clip_name: str, records: list[dict]) -> dict:
         "clip": clip_name,
         "turns": records,
     }
+
+
+def answers_differ(answers: dict[str, str], width: int = 40) -> str:
+    """Compare mode's one line on where the methods' answers differ (by answer, the methods that gave it)."""
+    by_answer: dict[str, list[str]] = {}
+    for method, text in answers.items():
+        by_answer.setdefault(" ".join(text.split()), []).append(method)
+    if len(by_answer) <= 1:
+        return f"All {len(answers)} give the same answer."
+    parts = [f"“{a if len(a) <= width else a[:width - 1] + '…'}”: {', '.join(m)}" for a, m in by_answer.items()]
+    return "Answers differ — " + " · ".join(parts)

@@ -66,6 +66,7 @@ class ChatSession:
     epoch: int = 0  # bumped by each new conversation: answers still running for an older one are dropped
     next_id: int = 0
     stop_below: int = 0  # exchanges with a smaller id are stopped
+    unlike_notice: str | None = None  # said after the next answer: the clip is unlike the demo model's training
     told_history_dropped: bool = False  # the chat said once that the oldest turns no longer fit the context
 
     def __post_init__(self) -> None:

@@ -3,9 +3,10 @@
 Each sampled frame is shown *as the model saw it*: resized on its shortest edge and center-cropped with the
 same operations as the Video-LLaVA video processor (torchvision resize on uint8, bicubic with antialias,
 then a center crop), so a highlighted patch is exactly the 14x14 (real model) or 8x8 (tiny) pixel square
-that became that token. Kept patches keep their colours, dropped ones are dimmed, and dropped ones whose
-content was merged into a kept token (token-merging methods) are tinted blue instead; the frame's CLS token
-has no place on the grid, so it is reported in the caption.
+that became that token. Kept patches keep their colours and are outlined where they meet dropped ones;
+dropped patches are greyed out and hatched (so kept and dropped differ even on a dark frame); dropped ones
+whose content was merged into a kept token (token-merging methods) are tinted blue instead. The frame's
+summary token (CLS) has no place on the grid, so the caption says whether it was kept.
 """
 
 from __future__ import annotations
@@ -17,11 +18,17 @@ import numpy as np
 import torch
 import torchvision.transforms.v2.functional as tvF
 from einops import rearrange
-from PIL import Image, ImageDraw
+from PIL import Image
 
 from .pruning.base import KeptTokens
 
-DIM = 0.28  # brightness of a dropped patch: dark enough to read at a glance, the content still visible
+# A dropped patch: grey, its content faintly visible, with light diagonal hatching at display resolution.
+DROP_BASE, DROP_GAIN = 40.0, 0.3  # grey level = DROP_BASE + DROP_GAIN * luma
+HATCH = (175, 175, 175)
+HATCH_PERIOD, HATCH_WIDTH = 8, 2  # display pixels
+KEPT_OUTLINE = (255, 205, 0)  # amber: where kept patches border dropped ones
+OUTLINE_WIDTH = 2  # display pixels
+SCORE_MAP = "inferno"
 MERGED_TINT = (40, 110, 255)  # colour mixed into a patch merged into a kept token
 MERGED_MIX = 0.45  # share of the tint in such a patch: clearly not kept, clearly not just dropped
 MIN_DISPLAY = 256  # frames are upscaled (nearest) to at least this: 224 px -> 448, tiny 64 px -> 256
@@ -82,18 +89,29 @@ def _score_colours(scores: np.ndarray) -> np.ndarray:
 
     lo, hi = float(np.nanmin(scores)), float(np.nanmax(scores))
     norm = (scores - lo) / (hi - lo) if hi > lo else np.zeros_like(scores)
-    return (colormaps["inferno"](norm)[..., :3] * 255).astype(np.uint8)
+    return (colormaps[SCORE_MAP](norm)[..., :3] * 255).astype(np.uint8)
+
+
+def score_scale_css(steps: int = 8) -> str:
+    """The colour map of `show_scores` as a CSS gradient, low scores on the left (the page's colour scale)."""
+    from matplotlib import colormaps
+
+    cmap = colormaps[SCORE_MAP]
+    stops = ["#{:02x}{:02x}{:02x}".format(*(round(255 * v) for v in cmap(i / (steps - 1))[:3])) for i in range(steps)]
+    return f"linear-gradient(to right, {', '.join(stops)})"
 
 
 def render_heatmaps(
-    clip, kept: KeptTokens, size, crop, show_scores: bool = False
+    clip, kept: KeptTokens, size, crop, show_scores: bool = False, short: bool = False
 ) -> list[tuple[Image.Image, str]]:
     """One (image, caption) per sampled frame of `clip`, showing the patches in `kept`.
 
     `clip` is a videoqa.video.Clip (frames, timestamps); `kept.layout` says how the visual span maps to
     frames and grid cells. With `show_scores` and `kept.scores`, patches are coloured by their ranking
-    score (kept ones outlined) instead of dimmed. Patches merged into a kept token (`kept.absorbed`, per
-    frame in `kept.frame_masks()`) are tinted instead of dimmed, and counted in the caption.
+    score (`score_scale_css`) instead of greyed out. Patches merged into a kept token (`kept.absorbed`, per
+    frame in `kept.frame_masks()`) are tinted instead of greyed out, and counted in the caption. Kept
+    patches are outlined where they border others. `short` captions say only the frame, its kept patches
+    of all and how many were merged: '#3 · 40/64 +5 merged' (for narrow columns).
     """
     layout = kept.layout
     frames = np.asarray(clip.frames)
@@ -109,33 +127,54 @@ def render_heatmaps(
     colours = _patch_colours(kept) if show_scores and kept.scores is not None else None
 
     scale = max(1, math.ceil(MIN_DISPLAY / max(height, width)))
+    row_of, col_of = np.repeat(np.arange(g), np.diff(rows)), np.repeat(np.arange(g), np.diff(cols))
     out = []
     for f in range(layout.n_frames):
         img = view[f].astype(np.float32)
-        shaded = img.copy()
-        for r in range(g):
-            for c in range(g):
-                cell = (slice(rows[r], rows[r + 1]), slice(cols[c], cols[c + 1]))
-                if colours is not None:
-                    shaded[cell] = 0.45 * img[cell] + 0.55 * colours[f, r, c]
-                elif merged_grid[f, r, c]:
-                    shaded[cell] = (1 - MERGED_MIX) * img[cell] + MERGED_MIX * np.asarray(MERGED_TINT, np.float32)
-                elif not kept_grid[f, r, c]:
-                    shaded[cell] = img[cell] * DIM
-        pil = Image.fromarray(shaded.clip(0, 255).astype(np.uint8))
+        kept_px = kept_grid[f][row_of][:, col_of]  # per pixel of the model's view
+        merged_px = merged_grid[f][row_of][:, col_of]
+        if colours is not None:
+            shaded = 0.45 * img + 0.55 * colours[f][row_of][:, col_of]
+        else:
+            shaded = img.copy()
+            shaded[merged_px] = (1 - MERGED_MIX) * img[merged_px] + MERGED_MIX * np.asarray(MERGED_TINT, np.float32)
+            grey = DROP_BASE + DROP_GAIN * img.mean(axis=-1, keepdims=True)
+            dropped = ~kept_px & ~merged_px
+            shaded[dropped] = np.broadcast_to(grey, img.shape)[dropped]
+        pixels = shaded.clip(0, 255).astype(np.uint8)
         if scale > 1:
-            pil = pil.resize((width * scale, height * scale), Image.Resampling.NEAREST)
-        if colours is not None:  # outline kept patches so the selection stays visible over the colours
-            draw = ImageDraw.Draw(pil)
-            for r, c in zip(*np.nonzero(kept_grid[f]), strict=True):
-                draw.rectangle(
-                    [cols[c] * scale, rows[r] * scale, cols[c + 1] * scale - 1, rows[r + 1] * scale - 1],
-                    outline=(0, 255, 160),
-                )
-        n_merged = int(merged_grid[f].sum())
-        caption = _caption(clip, f, int(kept_grid[f].sum()), g * g, masks[f]["cls_kept"], layout)
-        out.append((pil, caption + (f" · merged {n_merged}" if n_merged else "")))
+            pixels = _upscale(pixels, scale)
+            kept_px, merged_px = _upscale(kept_px, scale), _upscale(merged_px, scale)
+        if colours is None:
+            yy, xx = np.indices(kept_px.shape)
+            pixels[~kept_px & ~merged_px & ((yy + xx) % HATCH_PERIOD < HATCH_WIDTH)] = HATCH
+        if not kept_px.all():
+            pixels[_edge(kept_px, OUTLINE_WIDTH)] = KEPT_OUTLINE
+        n_kept, n_merged = int(kept_grid[f].sum()), int(merged_grid[f].sum())
+        if short:
+            # no-break spaces: a narrow caption breaks only between its two parts, never inside one
+            caption = f"#{f + 1}\u00a0·\u00a0{n_kept}/{g * g}" + (f" +{n_merged}\u00a0merged" if n_merged else "")
+        else:
+            caption = _caption(clip, f, n_kept, g * g, masks[f]["cls_kept"], layout)
+            caption += f" · {n_merged} merged" if n_merged else ""
+        out.append((Image.fromarray(pixels), caption))
     return out
+
+
+def _upscale(a: np.ndarray, scale: int) -> np.ndarray:
+    """Nearest-neighbour upscaling of an (H, W, ...) array."""
+    return a.repeat(scale, axis=0).repeat(scale, axis=1)
+
+
+def _edge(mask: np.ndarray, width: int) -> np.ndarray:
+    """Pixels of `mask` within `width` pixels of a pixel outside it (the image border does not count)."""
+    edge = np.zeros_like(mask)
+    for d in range(1, width + 1):
+        edge[d:] |= ~mask[:-d]
+        edge[:-d] |= ~mask[d:]
+        edge[:, d:] |= ~mask[:, :-d]
+        edge[:, :-d] |= ~mask[:, d:]
+    return mask & edge
 
 
 def _cell_grids(kept: KeptTokens, masks: list[dict]) -> tuple[np.ndarray, np.ndarray]:
@@ -163,8 +202,9 @@ def _patch_colours(kept: KeptTokens) -> np.ndarray:
 
 
 def _caption(clip, f: int, n_kept: int, n_patches: int, cls_kept: bool, layout) -> str:
-    """Short enough to fit under a gallery thumbnail: '#3 · 1.25s · kept 40/256 · CLS'."""
+    """Short enough to fit under a gallery thumbnail: '#3 · 1.25 s · kept 40/256 + summary' (the frame's
+    summary token, CLS, kept too; nothing said when it was dropped or the model has none)."""
     timestamps = getattr(clip, "timestamps", None)
-    t = f" · {timestamps[f]:.2f}s" if timestamps is not None and f < len(timestamps) else ""
-    cls = (" · CLS" if cls_kept else " · no CLS") if layout.has_cls else ""
-    return f"#{f + 1}{t} · kept {n_kept}/{n_patches}{cls}"
+    t = f" · {timestamps[f]:.2f} s" if timestamps is not None and f < len(timestamps) else ""
+    summary = " + summary" if layout.has_cls and cls_kept else ""
+    return f"#{f + 1}{t} · kept {n_kept}/{n_patches}{summary}"

@@ -1,0 +1,283 @@
+"""The web chat's presentation in a real browser (issue 22 items 4, 8-12): what the model is, the phone
+layout, Compare, keyboard-reachable examples, legible heatmaps. Positions and sizes are the page's own
+bounding boxes, as a person would measure them. Same server, browser and helpers as test_browser.py."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import test_browser as tb
+from clipgen import write_clip
+from test_browser import CHROMIUM, PHONE, ask, open_page, rows, upload
+from videoqa.ui.app import DEFAULT_SAMPLES, build_app, launch
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)"),
+]
+sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package")
+expect = sync_api.expect
+
+# test_browser's fixtures, shared by name: one server and one browser for both modules
+browser, clips, desktop, held, page, server = tb.browser, tb.clips, tb.desktop, tb.held, tb.page, tb.server
+N_EXAMPLES = 12  # samples/clips/questions.json: 4 clips x 3 questions
+
+
+def box(page, selector: str) -> dict:
+    """The element's box in page coordinates (top from the top of the page, not of the viewport)."""
+    return page.evaluate("s => { const r = document.querySelector(s).getBoundingClientRect();"
+                         " return {top: r.top + scrollY, bottom: r.bottom + scrollY, left: r.left,"
+                         " width: r.width, height: r.height}; }", selector)
+
+
+def page_height(page) -> int:
+    return page.evaluate("document.documentElement.scrollHeight")
+
+
+def lines(locator) -> float:
+    """How many lines of text an element takes."""
+    return locator.evaluate("el => { const s = getComputedStyle(el); return (el.getBoundingClientRect().height"
+                            " - parseFloat(s.paddingTop) - parseFloat(s.paddingBottom)) / parseFloat(s.lineHeight); }")
+
+
+def answered_with_stats(page) -> None:
+    expect(page.locator("#heatmaps img").first).to_be_visible()
+    expect(page.locator("#stats")).to_contain_text("visual tokens")
+
+
+@pytest.fixture
+def phone(browser, server):
+    context = browser.new_context(viewport=PHONE)
+    page = open_page(context, server)
+    yield page
+    context.close()
+
+
+# -- item 4: what the model is -------------------------------------------------------------------------
+
+
+def test_header_and_empty_chat_say_what_a_checkpoint_is(page, tiny_qa):
+    n_params = sum(p.numel() for p in tiny_qa.model.parameters())
+    header = page.locator("#model-card").inner_text()
+    assert f"{n_params / 1e6:.2f} M parameters" in header and "float32" in header
+    expect(page.locator("#chat .placeholder")).to_contain_text(f"{n_params / 1e6:.2f} M parameters")
+
+
+@pytest.fixture(scope="module")
+def demo_server():
+    from test_browser import free_port
+
+    from videoqa.pipeline import VideoQA
+
+    app = build_app(VideoQA.from_pretrained("demo", max_new_tokens=8), samples_dir=DEFAULT_SAMPLES)
+    _, url, _ = launch(app, port=free_port(), samples_dir=DEFAULT_SAMPLES, block=False)
+    yield url
+    app.close()
+
+
+def test_demo_model_says_what_it_knows_and_warns_once_about_other_clips(desktop, demo_server, tmp_path):
+    page = open_page(desktop, demo_server)
+    try:
+        header = page.locator("#model-card").inner_text()
+        assert "synthetic" in header and all(w in header for w in ("colour", "shape", "direction"))
+        expect(page.locator("#chat .placeholder")).to_contain_text("synthetic")
+        # 112x80 at 10 fps: not what the generator writes. A clip of its own: Gradio keeps uploads by content,
+        # and another test's session ending would delete a shared walk.mp4 under this one.
+        odd = write_clip(tmp_path / "odd.mp4", n_frames=20, size=(112, 80))
+        upload(page, odd)
+        ask(page, "What colour is it?")
+        expect(page.locator("#chat")).to_contain_text("not like the clips it was trained on")
+        ask(page, "Where does it go?")
+        expect(rows(page)).to_have_count(5)  # notice, q1, a1 and the warning (one row), q2, a2
+        expect(rows(page).nth(4)).not_to_have_text(re.compile(r"^\s*…?\s*$"))
+        assert page.locator("#chat").inner_text().count("not like the clips it was trained on") == 1
+        # A sample clip is of its kind: no warning.
+        page.locator(".example").first.click()
+        expect(page.locator("#chat")).to_contain_text("Loaded")
+        page.locator("#ask").click()
+        expect(rows(page)).to_have_count(3)
+        expect(rows(page).nth(2)).not_to_have_text(re.compile(r"^\s*…?\s*$"))
+        page.locator("#stats").wait_for()
+        assert "trained on" not in page.locator("#chat").inner_text()
+    finally:
+        page.close()
+
+
+# -- item 8: the phone layout ----------------------------------------------------------------------------
+
+
+def test_phone_puts_clip_examples_and_question_first_and_keeps_the_page_short(phone, clips):
+    fold = PHONE["height"]
+    assert box(phone, "#upload")["top"] < fold - 60  # the upload box on the first screen
+    assert box(phone, ".example")["top"] < fold - 40  # and the first example
+    phone.locator(".example").nth(5).click()
+    expect(phone.locator("#chat")).to_contain_text("Loaded")
+    expect(phone.locator("#question textarea")).not_to_have_value("")
+    phone.wait_for_function("() => { const r = document.querySelector('#question').getBoundingClientRect();"
+                            " return r.top >= 0 && r.bottom <= innerHeight; }")  # tapped: the box is in view
+    phone.locator("#ask").click()
+    answered_with_stats(phone)
+    expect(phone.locator("#stats table")).to_be_hidden()  # the stats are one line, opened on demand
+    assert box(phone, "#heatmaps")["top"] - box(phone, "#chat")["bottom"] < 400  # heatmaps right under the chat
+    assert page_height(phone) < 3400  # was ~4,200 px, with the upload box and examples at the bottom
+
+
+def test_phone_compare_shows_one_method_per_row(phone, clips):
+    upload(phone, clips["walk"])
+    phone.get_by_role("tab", name="Compare methods").click()
+    phone.locator("#compare-question textarea").fill("What is happening?")
+    phone.locator("#compare-run").click()
+    expect(phone.locator("#compare-status")).to_contain_text("Compared", timeout=60_000)
+    columns = [box(phone, f".compare-method:nth-child({i + 1})") for i in range(5)]
+    assert all(c["width"] > PHONE["width"] * 0.8 for c in columns)  # full width, one per row
+    assert all(a["bottom"] <= b["top"] for a, b in zip(columns, columns[1:], strict=False))
+    thumb = phone.locator(".compare-heatmaps .thumbnail-item").first.bounding_box()
+    assert thumb["width"] >= 80  # was ~50 px
+    for caption in phone.locator(".compare-heatmaps .caption-label").all()[:8]:
+        assert lines(caption) <= 2.2
+    assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+# -- item 9: Compare -------------------------------------------------------------------------------------
+
+
+def test_compare_headers_align_captions_stay_short_and_a_summary_says_what_differs(page, clips):
+    upload(page, clips["walk"])
+    page.get_by_role("tab", name="Compare methods").click()
+    page.locator("#compare-question textarea").fill("What is happening?")
+    page.locator("#compare-run").click()
+    expect(page.locator("#compare-status")).to_contain_text("Compared", timeout=60_000)
+    heads = [page.locator(".compare-method").nth(i).locator("h4") for i in range(5)]
+    boxes = [h.bounding_box() for h in heads]
+    assert len({round(b["y"]) for b in boxes}) == 1 and len({round(b["height"]) for b in boxes}) == 1
+    assert all(lines(h) < 1.5 for h in heads)  # "fastv (chat's default)" on one line
+    for caption in page.locator(".compare-heatmaps .caption-label").all():
+        assert lines(caption) <= 2.2  # was 4-5 lines at 1400 px
+    answers = [page.locator(".compare-method").nth(i).locator("textarea").input_value() for i in range(5)]
+    status = page.locator("#compare-status").inner_text()
+    if len(set(answers)) == 1:
+        assert "same answer" in status
+    else:
+        assert "differ" in status and all(a.split()[0] in status for a in set(answers) if a.split())
+
+
+def test_compare_with_a_bad_r_says_so_once_and_a_new_clip_clears_it(page, clips):
+    upload(page, clips["walk"])
+    page.locator("#r textarea, #r input").first.fill("2")
+    page.get_by_role("tab", name="Compare methods").click()
+    page.locator("#compare-question textarea").fill("What is happening?")
+    page.locator("#compare-run").click()
+    expect(page.locator("#compare-status")).to_contain_text("⚠️")
+    status = page.locator("#compare-status").inner_text()
+    assert "Compared" not in status and "nothing was compared" in status.lower()
+    for i in range(5):
+        assert page.locator(".compare-method").nth(i).locator("textarea").input_value() == ""
+    page.locator("#r textarea, #r input").first.fill("0.5")
+    page.locator("#compare-run").click()
+    expect(page.locator("#compare-status")).to_contain_text("Compared", timeout=60_000)
+    upload(page, clips["avi"])
+    expect(page.locator(".compare-heatmaps .thumbnail-item")).to_have_count(0)
+    for i in range(5):
+        assert page.locator(".compare-method").nth(i).locator("textarea").input_value() == ""
+    assert "Compared" not in page.locator("#compare-status").inner_text()
+
+
+# -- item 10: examples in reach --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("viewport", [(1280, 720), (1400, 950), (1920, 1080)])
+def test_examples_are_visible_on_the_first_screen(browser, server, viewport):
+    context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+    try:
+        page = open_page(context, server)
+        expect(page.locator(".example")).to_have_count(N_EXAMPLES)
+        bottoms = [page.locator(".example").nth(i).bounding_box() for i in range(N_EXAMPLES)]
+        shown = sum(b["y"] + b["height"] <= viewport[1] for b in bottoms)
+        assert shown >= 6, f"{shown} of {N_EXAMPLES} examples on the first screen"
+    finally:
+        context.close()
+
+
+def test_every_example_is_a_tab_stop_and_enter_loads_it(page):
+    page.locator(".example").first.focus()
+    names = []
+    for i in range(N_EXAMPLES):
+        if i:
+            page.keyboard.press("Tab")
+        names.append(page.evaluate("document.activeElement.id"))
+        assert page.evaluate("document.activeElement.classList.contains('example')"), i
+    assert len(set(names)) == N_EXAMPLES
+    page.keyboard.press("Enter")  # the last one
+    expect(page.locator("#chat")).to_contain_text("Loaded")
+    expect(page.locator("#question textarea")).to_have_value(page.locator(f"#{names[-1]}").inner_text().strip())
+
+
+# -- item 11: legible heatmaps ---------------------------------------------------------------------------
+
+
+def test_heatmap_legend_matches_and_a_one_frame_answer_is_not_huge(page, clips):
+    upload(page, clips["walk"])
+    page.locator("#frames input[type=number]").fill("1")
+    page.locator("#frames input[type=number]").press("Enter")
+    ask(page, "What is happening?")
+    expect(page.locator("#heatmaps img")).to_have_count(1)
+    assert page.locator("#heatmaps img").bounding_box()["width"] <= 360  # was 880 px
+    legend = page.locator("#legend").inner_text().lower()
+    assert "dimmed" not in legend and "grey" in legend and "outlined" in legend
+    caption = page.locator("#heatmaps .caption-label").inner_text()
+    assert "CLS" not in caption
+    page.locator("#show-scores input").check()
+    page.locator("#retry").click()
+    expect(page.locator("#legend .scale")).to_be_visible()  # a colour scale when coloured by score
+
+
+# -- item 12: smaller visual defects ---------------------------------------------------------------------
+
+
+def test_chat_chrome_stats_header_placeholder_and_one_typing_indicator(page, clips, held, server):
+    from gradio_client import Client, handle_file
+
+    upload(page, clips["walk"])
+    held.hold()  # another user's answer holds the model: this page's question waits in the queue
+    other = Client(server, verbose=False, download_files=False)
+    other.predict(handle_file(str(clips["walk"])), api_name="/load_clip")
+    job = other.submit("q?", "fastv", 2, "0.5", 0, False, api_name="/ask")
+    assert held.paused.wait(timeout=60)
+    ask(page, "What colour is it?")
+    expect(rows(page)).to_have_count(3)
+    page.wait_for_timeout(500)  # the queue's "pending" state reaches the page
+    dots = rows(page).filter(has_text=re.compile(r"^\s*…\s*$"))
+    assert page.locator("#chat .pending:visible").count() + dots.count() == 1
+    held.release()
+    job.result(timeout=60)
+    answered_with_stats(page)
+    for b in page.locator("#chat button").all():
+        assert (b.get_attribute("aria-label") or b.inner_text()).strip(), b.evaluate("e => e.outerHTML")
+    assert page.locator("#chat button[aria-label*='hare' i], #chat .share-button").count() == 0
+    tools = [b.bounding_box() for b in page.locator("#chat .top-panel button:visible").all()]
+    assert tools  # the chat's toolbar: clear, copy all
+    first = rows(page).first.bounding_box()
+    for t in tools:
+        assert t["y"] + t["height"] <= first["y"] or t["x"] >= first["x"] + first["width"], (t, first)
+    page.locator("#stats summary").click()
+    first_row = page.locator("#stats tr:visible").first.inner_text()
+    assert not first_row.lower().startswith("answer") and first_row.split("\t")[-1].strip()
+    page.locator("#clear").click()
+    expect(rows(page)).to_have_count(0)
+    expect(page.locator("#chat .placeholder")).to_contain_text("“walk.mp4” is loaded")
+    assert "Upload a clip" not in page.locator("#chat .placeholder").inner_text()
+
+
+def test_clicking_a_heatmap_seeks_the_preview_to_that_frame(page, clips):
+    upload(page, clips["walk"])
+    video = page.locator("#preview video")
+    video.wait_for()
+    page.wait_for_function("v => v.readyState >= 1", arg=video.element_handle())
+    ask(page, "What is happening?")
+    thumb = page.locator("#heatmaps .thumbnail-item").nth(4)
+    expect(thumb).to_be_visible()
+    t = float(re.search(r"· (\d+\.\d+) s", thumb.inner_text()).group(1))
+    assert t > 0
+    thumb.click()
+    page.wait_for_function(f"v => Math.abs(v.currentTime - {t}) < 0.05", arg=video.element_handle())
