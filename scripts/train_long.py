@@ -71,13 +71,14 @@ class LongArgs:
     tower_batch: int = 64
     tower_lr: float = 1e-3
     brief_weight: float = 4.0
+    pos_weight: float = 0.0  # the tower's [CLS] also regresses the moving shape's centre
     context: int = 1024
     add_layers: int = 4
     min_frames: int = 8
-    steps: int = 1600
+    steps: int = 3000
     tokens_per_step: int = 4000
     curriculum: float = 0.15
-    window_frac: float = 0.1
+    window_frac: float = 0.2
     short_frac: float = 0.15
     erase_frac: float = 0.2
     lr: float = 1e-3  # projector and new layers
@@ -86,8 +87,8 @@ class LongArgs:
     weight_decay: float = 0.01
     dir_weight: float = 2.0
     event_weight: float = 2.0
-    eval_every: int = 400
-    max_minutes: float = 70.0
+    eval_every: int = 600
+    max_minutes: float = 80.0
     threads: int = 1
     cache: str = "/tmp/demo_long_cache_v3"
 
@@ -282,9 +283,9 @@ def val_scenes(a: LongArgs) -> tuple[list, list]:
 
 def prepare(a: LongArgs, model, processor, cache: Path, log) -> dict:
     """Stage 1 (tower) and the feature caches; loaded from `cache` when this configuration made them."""
-    key = json.dumps({k: v for k, v in asdict(a).items() if k in (
-        "seed", "long_clips", "erase_clips", "short_clips", "val_long", "val_short", "patch", "tower_clips",
-        "tower_short", "tower_steps", "tower_batch", "tower_lr", "brief_weight")}, sort_keys=True)
+    names = ("seed", "long_clips", "erase_clips", "short_clips", "val_long", "val_short", "patch", "tower_clips",
+             "tower_short", "tower_steps", "tower_batch", "tower_lr", "brief_weight", "pos_weight")
+    key = json.dumps({k: v for k, v in asdict(a).items() if k in names and (k != "pos_weight" or v)}, sort_keys=True)
     file = cache / f"features_{hashlib.sha1(key.encode()).hexdigest()[:10]}.pt"
     tower = model.model.video_tower
     if file.exists():
@@ -302,7 +303,7 @@ def prepare(a: LongArgs, model, processor, cache: Path, log) -> dict:
     tdata = lt.tower_data(long_train[: a.tower_clips], short_train[: a.tower_short], processor, cache, grid, rng)
     log(f"tower data: {len(tdata[0])} frames in {time.time() - t0:.0f}s")
     acc = lt.train_tower(tower, model.config.vision_feature_layer, tdata, a.tower_steps, a.tower_batch,
-                         a.tower_lr, a.brief_weight, rng, log)
+                         a.tower_lr, a.brief_weight, rng, log, a.pos_weight)
     log(f"tower held-back accuracy {json.dumps({k: round(v, 3) for k, v in acc.items()})} "
         f"({time.time() - t0:.0f}s)")
     del tdata
