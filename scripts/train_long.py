@@ -67,7 +67,7 @@ class LongArgs:
     patch: int = 16
     tower_clips: int = 200
     tower_short: int = 200
-    tower_steps: int = 800
+    tower_steps: int = 2400
     tower_batch: int = 64
     tower_lr: float = 1e-3
     brief_weight: float = 4.0
@@ -75,7 +75,7 @@ class LongArgs:
     context: int = 1024
     add_layers: int = 4
     min_frames: int = 8
-    steps: int = 3000
+    steps: int = 2400
     tokens_per_step: int = 4000
     curriculum: float = 0.15
     window_frac: float = 0.2
