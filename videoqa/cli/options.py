@@ -10,7 +10,7 @@ import argparse
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from ..errors import InputError
+from ..errors import InputError, VideoQAError
 from ..model import conversation_of
 from ..pruning import FIELDS_USED, METHODS, PruneConfig
 
@@ -134,9 +134,18 @@ def model_spec_from_args(args: argparse.Namespace) -> dict:
         "prune": asdict(prune_from_args(args)),
         "frames": args.frames,
         "max_new_tokens": args.max_new_tokens,
-        "prompt": args.prompt or conversation_of(args.model),
+        "prompt": args.prompt or _conversation(args.model),
         "decode": "compiled" if args.compile else "eager",
     }
+
+
+def _conversation(model: str) -> str | None:
+    """The model's own conversation, recorded with the run; None when the name does not resolve (loading it then
+    says why, after the checks that come first)."""
+    try:
+        return conversation_of(model)
+    except VideoQAError:
+        return None
 
 
 def load_qa(args: argparse.Namespace) -> VideoQA:
