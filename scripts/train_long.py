@@ -1,10 +1,10 @@
 """Train samples/demo-long-model: the demo Video-LLaVA grown to 8 LLM layers and a 2048-token context,
-fine-tuned on long clips with brief events (samples/synth_long.py) at 8-31 frames, mixed with the short
-clips of samples/synth.py at 8 frames, plus an image-level objective on the vision tower's [CLS].
+fine-tuned on long clips with brief events (videoqa/synth/long.py) at 8-31 frames, mixed with the short
+clips of videoqa/synth/short.py at 8 frames, plus an image-level objective on the vision tower's [CLS].
 
 Command for the shipped model (CPU, 1 thread; all settings are the LongArgs defaults):
 
-    OMP_NUM_THREADS=1 python samples/train_long.py
+    OMP_NUM_THREADS=1 python scripts/train_long.py
 
 Warm start: tokenizer, processor, vision tower, projector and the 4 LLM layers come from
 samples/demo-model; 4 more decoder layers are appended, initialised as the identity (o_proj and
