@@ -52,8 +52,9 @@ def _cover(shape: str, cx: float, cy: float, r: float, grid: int) -> np.ndarray:
     return (np.asarray(img) > 0).reshape(grid, cell, grid, cell).mean((1, 3)).reshape(-1)
 
 
-def frame_targets(scene, i: int, grid: int) -> tuple[np.ndarray, list[int]]:
-    """([grid*grid, 3] per-patch classes, [5] frame classes) of frame `i` of a long or short scene."""
+def frame_targets(scene, i: int, grid: int) -> tuple[np.ndarray, list[float]]:
+    """([grid*grid, 3] per-patch classes, [5] frame classes + the moving shape's centre x, y in [0, 1]) of frame
+    `i` of a long or short scene. The centre is what direction is read from: a 4x4 grid alone is too coarse."""
     long_ = isinstance(scene, synth_long.LongScene)
     main = scene.main if long_ else scene
     n = scene.n_frames if long_ else synth.CLIP_FRAMES
@@ -68,7 +69,8 @@ def frame_targets(scene, i: int, grid: int) -> tuple[np.ndarray, list[int]]:
         b = _cover(obj.shape, *obj.centre, obj.radius * synth_long.HALO_SCALE, grid) >= COVER
         patch[b] = [2, COLOURS.index(obj.colour) + 1, synth.SHAPES.index(obj.shape) + 1]
     frame = [int(any(e.kind == "flash" for e in on)), COLOURS.index(main.colour), synth.SHAPES.index(main.shape),
-             COLOURS.index(obj.colour) + 1 if obj else 0, synth.SHAPES.index(obj.shape) + 1 if obj else 0]
+             COLOURS.index(obj.colour) + 1 if obj else 0, synth.SHAPES.index(obj.shape) + 1 if obj else 0,
+             cx / SIZE, cy / SIZE]
     return patch, frame
 
 
@@ -96,8 +98,10 @@ class TowerHeads(torch.nn.Module):
         super().__init__()
         self.patch = torch.nn.Linear(d, sum(PATCH_HEADS.values()))
         self.frame = torch.nn.Linear(d, sum(FRAME_HEADS.values()))
+        self.pos = torch.nn.Linear(d, 2)
 
-    def loss(self, states: torch.Tensor, patch_t: torch.Tensor, frame_t: torch.Tensor, brief_weight: float):
+    def loss(self, states: torch.Tensor, patch_t: torch.Tensor, frame_t: torch.Tensor, brief_weight: float,
+             pos_weight: float = 0.0):
         """Cross-entropy of every head; accuracies, among them the brief object's patch recall."""
         total, acc = 0.0, {}
         p_logits = self.patch(states[:, 1:]).split(list(PATCH_HEADS.values()), dim=-1)
@@ -115,8 +119,13 @@ class TowerHeads(torch.nn.Module):
             acc["brief_patch_recall"] = (kind_pred[brief] == 2).float().mean().item()
         f_logits = self.frame(states[:, 0]).split(list(FRAME_HEADS.values()), dim=-1)
         for j, (name, lg) in enumerate(zip(FRAME_HEADS, f_logits, strict=True)):
-            total = total + F.cross_entropy(lg, frame_t[:, j])
-            acc[f"cls_{name}"] = (lg.argmax(-1) == frame_t[:, j]).float().mean().item()
+            target = frame_t[:, j].long()
+            total = total + F.cross_entropy(lg, target)
+            acc[f"cls_{name}"] = (lg.argmax(-1) == target).float().mean().item()
+        if pos_weight:
+            err = self.pos(states[:, 0]) - frame_t[:, len(FRAME_HEADS):]
+            total = total + pos_weight * 100 * err.pow(2).mean()  # x100: in units of 10 % of the frame
+            acc["cls_pos_rmse"] = err.pow(2).mean().sqrt().item()
         return total, acc
 
 
@@ -141,11 +150,11 @@ def tower_data(long_scenes, short_scenes, processor, workdir, grid: int, rng: np
             p, f = frame_targets(scene, i, grid)
             pt.append(p)
             ft.append(f)
-    return torch.cat(pix), torch.from_numpy(np.stack(pt)), torch.tensor(ft)
+    return torch.cat(pix), torch.from_numpy(np.stack(pt)), torch.tensor(ft, dtype=torch.float32)
 
 
 def train_tower(tower, layer: int, data, steps: int, batch: int, lr: float, brief_weight: float,
-                rng: np.random.Generator, log=print) -> dict:
+                rng: np.random.Generator, log=print, pos_weight: float = 0.0) -> dict:
     """Train the tower and throwaway heads on per-patch/per-frame targets; returns held-back accuracies."""
     pix, pt, ft = data
     n = len(pix)
@@ -160,7 +169,7 @@ def train_tower(tower, layer: int, data, steps: int, batch: int, lr: float, brie
             g["lr"] = lr * min(1.0, step / 30) * (0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * step / steps)))
         idx = torch.from_numpy(rng.choice(train, size=batch))
         states = tower(pix[idx].float(), output_hidden_states=True).hidden_states[layer]
-        loss, acc = heads.loss(states, pt[idx], ft[idx], brief_weight)
+        loss, acc = heads.loss(states, pt[idx], ft[idx], brief_weight, pos_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -171,7 +180,7 @@ def train_tower(tower, layer: int, data, steps: int, batch: int, lr: float, brie
     with torch.no_grad():
         idx = torch.from_numpy(val)
         states = tower(pix[idx].float(), output_hidden_states=True).hidden_states[layer]
-        _, acc = heads.loss(states, pt[idx], ft[idx], brief_weight)
+        _, acc = heads.loss(states, pt[idx], ft[idx], brief_weight, pos_weight)
     for p in tower.parameters():
         p.requires_grad_(False)
     return acc

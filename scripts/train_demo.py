@@ -209,6 +209,8 @@ def save(model, processor, out: Path, info: dict) -> None:
     model.save_pretrained(tmp)
     processor.save_pretrained(tmp)
     (tmp / "training.json").write_text(json.dumps(info, indent=1))
+    # the conversation the demo models are trained on: videoqa's default prompt for this folder
+    (tmp / "videoqa.json").write_text(json.dumps({"conversation": "plain"}, indent=1) + "\n")
     old = out.with_name(out.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if out.exists():

@@ -1,35 +1,44 @@
-"""Train samples/demo-long-model: a Video-LLaVA that reads brief events in long clips at 8 to ~58 frames.
+"""Train samples/demo-long-model: the demo Video-LLaVA grown to 8 LLM layers and a 2048-token context,
+fine-tuned on long clips with brief events (videoqa/synth/long.py) at 8-31 frames, mixed with the short
+clips of videoqa/synth/short.py at 8 frames, plus an image-level objective on the vision tower's [CLS].
 
-    OMP_NUM_THREADS=1 python scripts/train_long.py      # the shipped run: every setting is a LongArgs default
+Command for the shipped model (CPU, 1 thread; all settings are the LongArgs defaults):
 
-Why the previous recipe (8 px patches, 65 tokens a frame, end-to-end tower) never read events: at 8 frames a
-third or more of its event labels were for events no sampled frame showed, so the cheapest fit was a fixed
-prior per question; its frame counts were drawn per step from two cached counts per clip (half the sequences
-at 8 frames, few at 31), so longer prompts broke direction; and its tower found the brief object's patches
-with about half recall. This recipe changes each of those:
+    OMP_NUM_THREADS=1 python scripts/train_long.py
 
-1. Tower (scripts/long_tower.py): 16 px patches (17 tokens a frame: 4x fewer, so a step is ~4x cheaper),
-   trained first on per-patch targets (background / moving shape / brief object, with colour and shape),
-   then frozen; every frame of every clip is cached as tower features.
-2. Language stage (projector + LLM; the LLM's 4 layers warm-started from samples/demo-model and grown to 8
-   by identity layers, context 1024): sequences built from cached features at any frame count.
-   * Event questions are asked only when the sampled frames show the event (synth.long.shows); clips shown
-     with their events erased are asked the event questions too, with the answer "none" ("zero" flashes), so
-     an answer must come from the frames.
-   * Curriculum: the first --curriculum share of steps shows 1-8 frames around the events (no direction
-     question there); afterwards --window-frac of steps still do.
-   * Frame counts --min-frames..max (the most that fit the context) are drawn so that every count gets the
-     same number of sequences (a step holds one count; a count is drawn in proportion to its length).
-   * --short-frac of steps are the short clips at 8 frames (colour / shape / direction).
-The run is defined by its steps (--max-minutes is only a safety stop). The best checkpoint by validation
-(short clips at 8 frames; long validation clips at 8, 24 and the most frames; the counterfactual) is saved
-with training.json and videoqa.json (the conversation it was trained on).
+Warm start: tokenizer, processor, vision tower, projector and the 4 LLM layers come from
+samples/demo-model; 4 more decoder layers are appended, initialised as the identity (o_proj and
+down_proj zero, so at step 0 the grown model computes exactly the demo's function), and
+max_position_embeddings becomes 2048 (RoPE: nothing learned depends on it). 8 layers because FastV's
+first K layers run at full length and with d=128 attention's n^2 term dominates: with 4 layers FastV
+at K=2 cannot show 16 frames for the FLOPs of 8 unpruned frames; with 8 layers it can at R >= 0.76.
+New layers go after the old ones so FastV's ranking layers (the first K) start as the demo's.
+
+Data (computed once, cached float16 under --cache): every long clip is rendered, written to mp4 at
+4 fps, decoded with videoqa.video.sample_frames at 8 frames and at one random count in 9..31 (the most
+that fits 2048 tokens at 65 per frame), and run through the model's processor per count. Batches hold
+one frame count each (the video tensor is [B, F, ...]); batch size = --tokens-per-step / sequence length.
+A long clip's sequence packs its questions as conversation turns (as train_demo.py does) while they fit
+the context. Loss: answer tokens (direction and event questions weighted --dir-weight / --event-weight)
++ --aux-weight x cross-entropy of a linear head on the vision tower's [CLS] at the feature layer
+(hidden_states[-2][:, 0], the token VisPruner's CLS->patch attention belongs to) predicting what the
+frame shows: the moving shape's colour and shape, the brief (haloed) object's colour and shape or
+"none", and whether the screen flashes (visible-event classes weigh --aux-event-weight). The head is
+training-only and not saved.
+The new layers and the aux head learn at --lr, the demo's own weights at --lr x --old-lr-scale.
+
+Right-padded batches run without an attention mask: causal attention never lets a real token see the
+padding after it, and the loss skips padding, so SDPA takes its fused causal path.
+
+The run is defined by its steps (--max-minutes is only a safety stop), so the defaults reproduce it.
+The best checkpoint by validation accuracy (short clips at 8 frames + long clips at 24 frames, all
+events visible there; validation splits are disjoint from train and from the held-out splits) is saved
+atomically with training.json (arguments, s/step, eval history, aux accuracy).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import sys
@@ -43,115 +52,128 @@ import torch.nn.functional as F
 from transformers import VideoLlavaForConditionalGeneration, VideoLlavaProcessor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import long_tower as lt  # noqa: E402
 import train_demo as td  # noqa: E402
 
 from videoqa.synth import long as synth_long  # noqa: E402
 from videoqa.synth import short as synth  # noqa: E402
 from videoqa.tiny import EOS_ID, VIDEO_ID  # noqa: E402
+from videoqa.video import sample_frames  # noqa: E402
 
-HERE = Path(__file__).resolve().parents[1] / "samples"
-TEXT_ROOM = 32  # prompt tokens besides the video's, first turn
+HERE = Path(__file__).resolve().parents[1] / "samples"  # where the shipped models live
+COLOURS = list(synth.COLOURS)
+# Per-frame aux targets (classes; index 0 = "none" where the thing may be absent). Each is visible in one
+# frame: the brief object is the haloed shape, the moving one the other.
+AUX = {"colour": len(COLOURS), "shape": len(synth.SHAPES), "event_colour": len(COLOURS) + 1,
+       "event_shape": len(synth.SHAPES) + 1, "flash": 2}
+EVENT_HEADS = ("event_colour", "event_shape", "flash")
 
 
 @dataclass
 class LongArgs:
     out: str = str(HERE / "demo-long-model")
-    init: str = str(HERE / "demo-model")  # tokenizer, processor and the LLM's first 4 layers
+    init: str = str(HERE / "demo-model")
     seed: int = 0
-    long_clips: int = 600
-    erase_clips: int = 200  # the first N long clips are also cached with their events erased
-    short_clips: int = 1000
-    val_long: int = 30
+    long_clips: int = 1200
+    short_clips: int = 2000
+    val_long: int = 20
     val_short: int = 30
-    patch: int = 16
-    tower_clips: int = 200
-    tower_short: int = 200
-    tower_steps: int = 800
-    tower_batch: int = 64
-    tower_lr: float = 1e-3
-    brief_weight: float = 4.0
-    context: int = 1024
+    val_frames: int = 24
+    max_frames: int = 31
+    context: int = 2048
     add_layers: int = 4
-    min_frames: int = 8
-    steps: int = 1600
-    tokens_per_step: int = 4000
-    curriculum: float = 0.15
-    window_frac: float = 0.1
-    short_frac: float = 0.15
-    erase_frac: float = 0.2
-    lr: float = 1e-3  # projector and new layers
-    old_lr_scale: float = 0.5  # the demo's own LLM weights
-    warmup: int = 50
+    steps: int = 500
+    tokens_per_step: int = 7000
+    short_frac: float = 0.2  # share of steps that are short clips at 8 frames
+    eight_frac: float = 0.3  # share of long-clip steps at 8 frames (else the clip's random count)
+    lr: float = 4e-4  # new layers and the aux head
+    old_lr_scale: float = 0.5  # the demo's own weights learn at lr x this
+    warmup: int = 30
     weight_decay: float = 0.01
     dir_weight: float = 2.0
-    event_weight: float = 2.0
-    eval_every: int = 400
-    max_minutes: float = 70.0
+    event_weight: float = 3.0
+    aux_weight: float = 1.0
+    aux_event_weight: float = 4.0  # class weight of 'object/flash visible' (rare among frames)
+    eval_every: int = 125
+    max_minutes: float = 240.0  # a safety stop only: the run is defined by its steps
     threads: int = 1
-    cache: str = "/tmp/demo_long_cache_v3"
+    cache: str = "/tmp/demo_long_cache_v2"  # use a new folder when synth_long.py changes
 
 
-def build(a: LongArgs) -> tuple[VideoLlavaForConditionalGeneration, VideoLlavaProcessor]:
-    """A fresh 16 px-patch tower and projector; the demo's LLM grown by identity layers to a longer context."""
-    old = VideoLlavaForConditionalGeneration.from_pretrained(a.init)
+def grow(init: str, add_layers: int, context: int) -> VideoLlavaForConditionalGeneration:
+    """The demo model with `add_layers` identity decoder layers appended and a longer context."""
+    old = VideoLlavaForConditionalGeneration.from_pretrained(init)
     cfg = old.config
-    cfg.vision_config.patch_size = a.patch
-    grid = cfg.vision_config.image_size // a.patch
-    cfg.image_seq_length, cfg.video_seq_length = grid * grid, 8 * (grid * grid + 1)
-    cfg.text_config.num_hidden_layers += a.add_layers
-    cfg.text_config.max_position_embeddings = a.context
-    torch.manual_seed(a.seed)
+    cfg.text_config.num_hidden_layers += add_layers
+    cfg.text_config.max_position_embeddings = context
+    torch.manual_seed(0)
     model = VideoLlavaForConditionalGeneration(cfg)
-    llm = {k: v for k, v in old.state_dict().items() if "language_model" in k or k.startswith("lm_head")}
-    missing, unexpected = model.load_state_dict(llm, strict=False)
-    assert not unexpected, unexpected
-    n_old = cfg.text_config.num_hidden_layers - a.add_layers
+    missing, unexpected = model.load_state_dict(old.state_dict(), strict=False)
+    n_old = cfg.text_config.num_hidden_layers - add_layers
+    # everything but the new layers comes from the demo model
+    assert not unexpected and all(int(k.split(".layers.")[1].split(".")[0]) >= n_old for k in missing), missing
     for layer in model.model.language_model.layers[n_old:]:
         torch.nn.init.zeros_(layer.self_attn.o_proj.weight)
         torch.nn.init.zeros_(layer.mlp.down_proj.weight)
     model.generation_config = old.generation_config
-    processor = VideoLlavaProcessor.from_pretrained(a.init)
-    processor.patch_size = a.patch
-    return model, processor
+    return model
 
 
-def tokens_per_frame(model) -> int:
-    v = model.config.vision_config
-    return (v.image_size // v.patch_size) ** 2 + 1
+@dataclass
+class View:
+    """One long clip sampled at `frames` frames: cached pixels, per-frame aux targets."""
+
+    clip: int
+    frames: int
+    pixels: torch.Tensor  # [F, 3, H, W] float16
+    aux: torch.Tensor  # [F, len(AUX)] class index per head
 
 
-def forward(model, ids: torch.Tensor, feats: list[torch.Tensor]) -> torch.Tensor:
-    """Logits of right-padded `ids` whose video slots take the projected cached features, in order."""
-    emb = model.model.language_model.embed_tokens(ids)
-    vis = model.model.multi_modal_projector(torch.cat([f.flatten(0, 1) for f in feats]).float())
-    emb = emb.masked_scatter((ids == VIDEO_ID)[..., None], vis.to(emb.dtype))
-    return model.lm_head(model.model.language_model(inputs_embeds=emb).last_hidden_state)
+def aux_targets(scene: synth_long.LongScene | synth.Scene, indices: list[int]) -> torch.Tensor:
+    """[len(indices), len(AUX)] class targets of the frames `indices` of the clip."""
+    main = scene.main if isinstance(scene, synth_long.LongScene) else scene
+    events = scene.events if isinstance(scene, synth_long.LongScene) else []
+    rows = []
+    for i in indices:
+        on = [e for e in events if e.start <= i < e.stop]
+        obj = next((e for e in on if e.kind == "object"), None)  # events never overlap in time
+        rows.append([COLOURS.index(main.colour), synth.SHAPES.index(main.shape),
+                     COLOURS.index(obj.colour) + 1 if obj else 0, synth.SHAPES.index(obj.shape) + 1 if obj else 0,
+                     int(any(e.kind == "flash" for e in on))])
+    return torch.tensor(rows)
 
 
-def questions(scene, rng, idx: list[int] | None, erased: bool, direction: bool = True) -> list[tuple]:
-    """(question, answer, type, is_event) a sequence may ask: event questions only when the frames show the
-    event; about an erased clip the answer is "none" ("zero" flashes)."""
-    if not isinstance(scene, synth_long.LongScene):
-        return [(q, ans, t, False) for q, ans, t in synth.questions(scene, rng)]
-    out = []
-    for q, ans, t in synth_long.questions(scene, rng):
-        event = t in synth_long.KIND_TYPES[scene.kind]
-        if t == "direction" and not direction:
-            continue
-        if event and erased:
-            ans = "zero" if t == "count" else "none"
-        elif event and not synth_long.shows(scene, idx):
-            continue
-        out.append((q, ans, t, event))
-    return out
+def long_views(scenes, counts: list[list[int]], processor, cache: Path, tag: str, chunk: int = 200):
+    """Views for every (clip, frame count), cached on disk in chunks."""
+    views, t0 = [], time.time()
+    for start in range(0, len(scenes), chunk):
+        file = cache / f"{tag}_{start}_{chunk}.pt"
+        if not file.exists():
+            part = []
+            for k, scene in enumerate(scenes[start : start + chunk]):
+                path = synth.write_mp4(synth_long.render(scene), cache / f"{scene.name}.mp4", fps=scene.fps)
+                for f in counts[start + k]:
+                    clip = sample_frames(path, f)
+                    assert clip.indices == synth_long.sample_indices(scene.n_frames, f), scene.name
+                    pv = processor.video_processor(videos=[list(clip.frames)], return_tensors="pt")
+                    part.append(View(start + k, f, pv["pixel_values_videos"][0].half(),
+                                     aux_targets(scene, clip.indices)))
+                path.unlink()
+            torch.save([asdict(v) for v in part], file)
+            print(f"  {tag}: {start + len(scenes[start:start + chunk])}/{len(scenes)} clips, "
+                  f"{time.time() - t0:.0f}s", flush=True)
+        for d in torch.load(file):
+            scene = scenes[d["clip"]]
+            d["aux"] = aux_targets(scene, synth_long.sample_indices(scene.n_frames, d["frames"]))
+            views.append(View(**d))
+    return views
 
 
-def sequence(tok, qas, n_video: int, a: LongArgs, rng) -> tuple[list[int], list[float]]:
-    """A packed conversation: the questions as turns in random order while they fit; loss on the answers."""
+def long_sequence(tok, scene, rng, n_video: int, a: LongArgs):
+    """Packed conversation about a long clip: its questions in random order while they fit the context."""
+    qas = synth_long.questions(scene, rng)
     ids, weights = [tok.bos_token_id], [0.0]
     for turn, k in enumerate(rng.permutation(len(qas))):
-        q, ans, t, event = qas[k]
+        q, ans, qtype = qas[k]
         p = td.encode(tok, td.prompt(q, first=turn == 0))
         if turn == 0:
             v = p.index(VIDEO_ID)
@@ -159,180 +181,39 @@ def sequence(tok, qas, n_video: int, a: LongArgs, rng) -> tuple[list[int], list[
         target = td.encode(tok, " " + ans) + [EOS_ID]
         if turn and len(ids) + len(p) + len(target) > a.context:
             break
-        w = a.dir_weight if t == "direction" else a.event_weight if event else 1.0
+        event = qtype in synth_long.KIND_TYPES[scene.kind]
+        w = a.dir_weight if qtype == "direction" else a.event_weight if event else 1.0
         ids += p + target
         weights += [0.0] * len(p) + [w] * len(target)
     return ids, weights
 
 
-def window(scene: synth_long.LongScene, rng) -> list[int]:
-    """1-8 frames near the events that show every event and every gap between two (the curriculum's views)."""
-    ev = scene.events
-    need = [int(rng.integers(e.start, e.stop)) for e in ev]
-    need += [int(rng.integers(x.stop, y.start)) for x, y in zip(ev, ev[1:], strict=False)]
-    pad = int(rng.integers(0, 13))
-    lo, hi = max(0, ev[0].start - pad), min(scene.n_frames, ev[-1].stop + pad)
-    f = int(rng.integers(len(need), 9))
-    extra = rng.choice(np.arange(lo, hi), size=min(hi - lo, max(0, f - len(need))), replace=False)
-    return sorted(set(need) | {int(i) for i in extra})
+class CLSCapture:
+    """Forward hook on the vision tower keeping the [CLS] state of the feature layer."""
+
+    def __init__(self, model, layer: int):
+        self.layer, self.value = layer, None
+        model.model.video_tower.register_forward_hook(self)
+
+    def __call__(self, module, args, output):
+        self.value = output.hidden_states[self.layer][:, 0]
 
 
-class Data:
-    """Cached features and the scenes they belong to; draws one step's sequences."""
-
-    def __init__(self, a, tok, tpf, long_train, feats, erased, short_train, short_feats):
-        self.a, self.tok, self.tpf = a, tok, tpf
-        self.long, self.feats, self.erased = long_train, feats, erased
-        self.short, self.short_feats = short_train, short_feats
-        self.max_frames = (a.context - TEXT_ROOM) // tpf
-        self.counts = np.arange(a.min_frames, self.max_frames + 1)
-        cost = self.counts * tpf + 80.0
-        self.p_count = cost / cost.sum()  # a step of count F holds ~1/cost sequences: equal sequences per count
-
-    def _view(self, c: int, idx: list[int], rng, direction: bool):
-        erase = c < len(self.erased) and rng.random() < self.a.erase_frac
-        scene = self.long[c]
-        feats = (self.erased[c] if erase else self.feats[c])[idx]
-        qas = questions(scene, rng, idx, erase, direction)
-        return sequence(self.tok, qas, len(idx) * self.tpf, self.a, rng), feats
-
-    def step(self, step: int, rng):
-        a = self.a
-        if rng.random() < a.short_frac:
-            n = a.tokens_per_step // (8 * self.tpf + 60)
-            pick = rng.integers(len(self.short), size=n)
-            return ([sequence(self.tok, questions(self.short[i], rng, None, False), 8 * self.tpf, a, rng)
-                     for i in pick], [self.short_feats[i] for i in pick], "short")
-        if step <= a.curriculum * a.steps or rng.random() < a.window_frac:
-            n = a.tokens_per_step // (8 * self.tpf + 80)
-            views = [self._view(c, window(self.long[c], rng), rng, False)
-                     for c in rng.integers(len(self.long), size=n)]
-            return [v[0] for v in views], [v[1] for v in views], "window"
-        f = int(rng.choice(self.counts, p=self.p_count))
-        n = max(1, a.tokens_per_step // (f * self.tpf + 80))
-        views = []
-        for c in rng.integers(len(self.long), size=n):
-            views.append(self._view(int(c), synth_long.sample_indices(self.long[c].n_frames, f), rng, True))
-        return [v[0] for v in views], [v[1] for v in views], f"{f} frames"
-
-
-@torch.no_grad()
-def greedy(model, tok, question: str, feats: torch.Tensor, tpf: int, max_new: int = 3) -> str:
-    """The model's greedy answer to one question about cached frame features (as the pipeline's prompt)."""
-    p = [tok.bos_token_id] + td.encode(tok, td.prompt(question, True))
-    v = p.index(VIDEO_ID)
-    ids = p[:v] + [VIDEO_ID] * (len(feats) * tpf) + p[v + 1 :]
-    new = []
-    for _ in range(max_new):
-        nxt = int(forward(model, torch.tensor([ids + new]), [feats])[0, -1].argmax())
-        if nxt == EOS_ID:
-            break
-        new.append(nxt)
-    return td.normalise(tok.decode(new))
-
-
-def evaluate(model, tok, tpf: int, val: dict, frame_counts: list[int]) -> dict:
-    """Validation: short clips at 8 frames; long clips per frame count, with the counterfactual on event
-    questions (right with the event and changed without it), split by whether the frames show the event."""
-    model.eval()
-    t0 = time.time()
-    res = {"short@8": {}}
-    for scene, fe in zip(val["short"], val["short_feats"], strict=True):
-        rng = np.random.default_rng([0, 99, int(scene.name.split("_")[-1])])
-        for q, ans, t in synth.questions(scene, rng):
-            res["short@8"].setdefault(t, []).append(greedy(model, tok, q, fe, tpf) == ans)
-    for f in frame_counts:
-        r = res[f"long@{f}"] = {}
-        for scene, fe, fe0 in zip(val["long"], val["feats"], val["erased"], strict=True):
-            idx = synth_long.sample_indices(scene.n_frames, f)
-            shown = synth_long.shows(scene, idx)
-            for q, ans, t in synth_long.questions(scene, synth_long.question_rng(scene, 0)):
-                got = greedy(model, tok, q, fe[idx], tpf)
-                if t not in synth_long.KIND_TYPES[scene.kind]:
-                    r.setdefault(t, []).append(got == ans)
-                    continue
-                r.setdefault("event_shown" if shown else "event_hidden", []).append(got == ans)
-                if shown:
-                    r.setdefault("reads", []).append(got == ans and greedy(model, tok, q, fe0[idx], tpf) != got)
-    model.train()
-    out = {k: {t: float(np.mean(v)) for t, v in r.items()} for k, r in res.items()}
-    out["seconds"] = time.time() - t0
-    return out
-
-
-def score(ev: dict) -> float:
-    """Model selection: short accuracy + per count, direction and reading the event."""
-    s = np.mean(list(ev["short@8"].values()))
-    for k, r in ev.items():
-        if k.startswith("long@"):
-            s += r.get("direction", 0) + r.get("reads", 0) + r.get("event_shown", 0)
-    return float(s)
-
-
-def featurise(model, processor, scenes, cache: Path, erase: bool = False) -> list[torch.Tensor]:
-    layer = model.config.vision_feature_layer
-    return [lt.features(model.model.video_tower, layer, lt.decode_clip(s, processor, cache, erase)).frames
-            for s in scenes]
-
-
-def val_scenes(a: LongArgs) -> tuple[list, list]:
-    """Short validation clips (the train stream past any index a demo trainer uses) and long validation clips."""
-    return synth.make_split("train", 19000 + a.val_short, a.seed)[19000:], synth_long.val_scenes(a.val_long, a.seed)
-
-
-def prepare(a: LongArgs, model, processor, cache: Path, log) -> dict:
-    """Stage 1 (tower) and the feature caches; loaded from `cache` when this configuration made them."""
-    key = json.dumps({k: v for k, v in asdict(a).items() if k in (
-        "seed", "long_clips", "erase_clips", "short_clips", "val_long", "val_short", "patch", "tower_clips",
-        "tower_short", "tower_steps", "tower_batch", "tower_lr", "brief_weight")}, sort_keys=True)
-    file = cache / f"features_{hashlib.sha1(key.encode()).hexdigest()[:10]}.pt"
-    tower = model.model.video_tower
-    if file.exists():
-        data = torch.load(file)
-        tower.load_state_dict(data.pop("tower"))
-        for p in tower.parameters():
-            p.requires_grad_(False)
-        tower.eval()
-        return data
-    rng = np.random.default_rng([a.seed, 5])
-    long_train = synth_long.make_split("train", a.long_clips, a.seed)
-    short_train = synth.make_split("train", a.short_clips, a.seed)
-    grid = model.config.vision_config.image_size // a.patch
-    t0 = time.time()
-    tdata = lt.tower_data(long_train[: a.tower_clips], short_train[: a.tower_short], processor, cache, grid, rng)
-    log(f"tower data: {len(tdata[0])} frames in {time.time() - t0:.0f}s")
-    acc = lt.train_tower(tower, model.config.vision_feature_layer, tdata, a.tower_steps, a.tower_batch,
-                         a.tower_lr, a.brief_weight, rng, log)
-    log(f"tower held-back accuracy {json.dumps({k: round(v, 3) for k, v in acc.items()})} "
-        f"({time.time() - t0:.0f}s)")
-    del tdata
-    short_val, long_val = val_scenes(a)
-    data = {"tower_acc": acc, "tower_minutes": (time.time() - t0) / 60}
-    data["feats"] = featurise(model, processor, long_train, cache)
-    log(f"long features: {sum(len(f) for f in data['feats'])} frames, {time.time() - t0:.0f}s")
-    data["erased"] = featurise(model, processor, long_train[: a.erase_clips], cache, erase=True)
-    data["short_feats"] = featurise(model, processor, short_train, cache)
-    data["val"] = {"feats": featurise(model, processor, long_val, cache),
-                   "erased": featurise(model, processor, long_val, cache, erase=True),
-                   "short_feats": featurise(model, processor, short_val, cache)}
-    data["prep_minutes"] = (time.time() - t0) / 60
-    torch.save({**data, "tower": tower.state_dict()}, file)
-    return data
-
-
-def check_forward(model, processor, scene, feats: torch.Tensor) -> None:
-    """The cached-feature forward must give the logits the saved model gives from pixels, prompt and all."""
-    idx = synth_long.sample_indices(scene.n_frames, 8)
-    clip = lt.decode_clip(scene, processor, Path("/tmp"), indices=idx)
-    text = td.prompt("What shape is moving?", True)
-    ids = processor.tokenizer(text).input_ids
-    v = ids.index(VIDEO_ID)
-    ids = ids[:v] + [VIDEO_ID] * (8 * tokens_per_frame(model)) + ids[v + 1 :]
-    with torch.no_grad():
-        ref = model(input_ids=torch.tensor([ids]), pixel_values_videos=clip.frames[None].float()).logits
-        mine = forward(model, torch.tensor([ids]), [feats[idx]])
-    # features are cached in float16: equal to that precision, and the same greedy token everywhere
-    assert torch.allclose(ref, mine, atol=2e-2) and (ref.argmax(-1) == mine.argmax(-1)).all(), (ref - mine).abs().max()
+def aux_loss(head: torch.nn.Linear, cls: torch.Tensor, targets: torch.Tensor, event_weight: float = 1.0):
+    """Sum over heads of the cross-entropy of a linear head on [CLS] states, and the accuracies. In the
+    event heads the visible classes weigh `event_weight` (class 0, "none", 1): events show in few frames."""
+    loss, acc = 0.0, {}
+    for j, (name, lg) in enumerate(zip(AUX, head(cls).split(list(AUX.values()), dim=-1), strict=True)):
+        w = None
+        if name in EVENT_HEADS:
+            w = torch.full((lg.shape[-1],), event_weight)
+            w[0] = 1.0
+        loss = loss + F.cross_entropy(lg, targets[:, j], weight=w)
+        hit = lg.argmax(-1) == targets[:, j]
+        acc[name] = hit.float().mean().item()
+        if name in EVENT_HEADS and (targets[:, j] > 0).any():
+            acc[name + "_when_visible"] = hit[targets[:, j] > 0].float().mean().item()
+    return loss, acc
 
 
 def parse_args(argv: list[str] | None) -> LongArgs:
@@ -342,94 +223,166 @@ def parse_args(argv: list[str] | None) -> LongArgs:
     return LongArgs(**vars(p.parse_args(argv)))
 
 
+def long_eval_items(scenes, frames: int, workdir: Path, seed: int):
+    items = []
+    for scene in scenes:
+        path = synth.write_mp4(synth_long.render(scene), workdir / f"{scene.name}.mp4", fps=scene.fps)
+        fr = sample_frames(path, frames).frames
+        path.unlink()
+        items += [(fr, q, ans, t) for q, ans, t in synth_long.questions(scene, synth_long.question_rng(scene, seed))]
+    return items
+
+
+@torch.no_grad()
+def aux_eval(model, head, capture, views: list[View]) -> dict[str, float]:
+    """Aux-head accuracy per target on validation frames (event heads also on the frames showing one)."""
+    model.eval()
+    model.model.video_tower(torch.cat([v.pixels for v in views]).float(), output_hidden_states=True)
+    _, acc = aux_loss(head, capture.value, torch.cat([v.aux for v in views]))
+    model.train()
+    return acc
+
+
+def lr_schedule(a: LongArgs):
+    def lr_at(step: int) -> float:
+        if step < a.warmup:
+            return a.lr * (step + 1) / a.warmup
+        frac = (step - a.warmup) / max(1, a.steps - a.warmup)
+        return a.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+    return lr_at
+
+
+def prepare(a: LongArgs, processor, cache: Path):
+    """Training scenes and cached pixels; validation items (frames in memory) and aux validation views."""
+    rng = np.random.default_rng([a.seed, 11])
+    long_train = synth_long.make_split("train", a.long_clips, a.seed)
+    counts = [[8, int(rng.integers(9, a.max_frames + 1))] for _ in long_train]
+    views = long_views(long_train, counts, processor, cache, f"long_s{a.seed}")
+    short_train = synth.make_split("train", a.short_clips, a.seed)
+    short_pixels = td.pixel_cache(short_train, processor, cache, f"short_s{a.seed}")
+    # validation: short clips from the train stream past any index the demo trainers use
+    short_val = synth.make_split("train", 19000 + a.val_short, a.seed)[19000:]
+    long_val = synth_long.val_scenes(a.val_long, a.seed)
+    val = {"short@8": td.eval_items(short_val, cache, a.seed),
+           f"long@{a.val_frames}": long_eval_items(long_val, a.val_frames, cache, a.seed)}
+    tag = f"longval{len(long_val)}_s{a.seed}"
+    aux_views = long_views(long_val, [[a.val_frames]] * len(long_val), processor, cache, tag)
+    return long_train, views, short_train, short_pixels, val, aux_views
+
+
+def batch_for_step(a: LongArgs, rng, tok, long_train, by_frames, short_train, short_pixels):
+    """(ids, weights, pixels [B, F, ...], aux targets [B*F, len(AUX)]) for one step, one frame count."""
+    if rng.random() < a.short_frac:
+        n = a.tokens_per_step // 600
+        idx = rng.integers(len(short_train), size=n)
+        seqs = [td.build_sequence(tok, short_train[i], rng, 8 * 65, a.dir_weight) for i in idx]
+        aux = torch.cat([aux_targets(short_train[i], [0] * 8) for i in idx])
+        return seqs, short_pixels[idx].float(), aux
+    f = 8 if rng.random() < a.eight_frac else int(rng.choice([k for k in by_frames if k != 8]))
+    pool = by_frames[f]
+    n = min(len(pool), max(2, a.tokens_per_step // (f * 65 + 60)))
+    chosen = [pool[i] for i in rng.choice(len(pool), size=n, replace=False)]
+    seqs = [long_sequence(tok, long_train[v.clip], rng, f * 65, a) for v in chosen]
+    return seqs, torch.stack([v.pixels for v in chosen]).float(), torch.cat([v.aux for v in chosen])
+
+
+def train_step(model, head, capture, opt, seqs, pixels, aux, a: LongArgs):
+    ids, _, w = td.collate(seqs)
+    logits = model(input_ids=ids, pixel_values_videos=pixels).logits
+    vocab = logits.shape[-1]
+    ce = F.cross_entropy(logits[:, :-1].reshape(-1, vocab), ids[:, 1:].reshape(-1), reduction="none")
+    lm = (ce * w[:, :-1].reshape(-1)).sum() / w.sum()
+    aux_l, aux_acc = aux_loss(head, capture.value, aux, a.aux_event_weight)
+    loss = lm + a.aux_weight * aux_l
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], 1.0)
+    opt.step()
+    return lm.item(), aux_l.item(), ids.shape
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     torch.set_num_threads(a.threads)
-    torch.set_flush_denormal(True)  # the identity-initialised layers' tiny values made steps ~2x slower
+    # the identity-initialised layers start with tiny activations/gradients: denormal floats made a step
+    # ~2x slower on this CPU (measured 7.7 s vs 4.0 s per step at 12 x 8 frames)
+    torch.set_flush_denormal(True)
     t_all = time.time()
-
-    def log(msg: str) -> None:
-        print(f"[{(time.time() - t_all) / 60:5.1f} min] {msg}", flush=True)
-
     out, cache = Path(a.out), Path(a.cache)
     cache.mkdir(parents=True, exist_ok=True)
-    model, processor = build(a)
-    tok, tpf = processor.tokenizer, tokens_per_frame(model)
-    data = prepare(a, model, processor, cache, log)
-    val = data["val"]
-    val["short"], val["long"] = val_scenes(a)
-    check_forward(model, processor, val["long"][0], val["feats"][0])
-    long_train = synth_long.make_split("train", a.long_clips, a.seed)
-    short_train = synth.make_split("train", a.short_clips, a.seed)
-    d = Data(a, tok, tpf, long_train, data["feats"], data["erased"], short_train, data["short_feats"])
-    counts = sorted({8, 24, d.max_frames})
-    log(f"data ready: {len(long_train)} long clips ({len(data['erased'])} also erased), {len(short_train)} short; "
-        f"frame counts {a.min_frames}..{d.max_frames}, {tpf} tokens a frame")
+    processor = VideoLlavaProcessor.from_pretrained(a.init)
+    tok = processor.tokenizer
+    model = grow(a.init, a.add_layers, a.context)
+    model.train()
+    capture = CLSCapture(model, model.config.vision_feature_layer)
+    head = torch.nn.Linear(model.config.vision_config.hidden_size, sum(AUX.values()))
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"params {n_params / 1e6:.2f}M, layers {model.config.text_config.num_hidden_layers}", flush=True)
 
-    n_old = model.config.text_config.num_hidden_layers - a.add_layers
-    old = {id(p) for n, p in model.named_parameters() if "language_model" in n and ".layers." not in n
-           or n.startswith("lm_head") or any(f".layers.{i}." in n for i in range(n_old))}
+    long_train, views, short_train, short_pixels, val, aux_views = prepare(a, processor, cache)
+    by_frames: dict[int, list[View]] = {}
+    for v in views:
+        by_frames.setdefault(v.frames, []).append(v)
+    prep_min = (time.time() - t_all) / 60
+    print(f"data ready in {prep_min:.1f} min: {len(views)} long views, {len(short_train)} short clips; "
+          f"val {[(k, len(v)) for k, v in val.items()]}", flush=True)
+
+    fresh = {id(p) for p in model.model.language_model.layers[-a.add_layers:].parameters()}
+    fresh |= {id(p) for p in head.parameters()}
     groups = []
-    for n, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        scale = a.old_lr_scale if id(p) in old else 1.0
-        decay = a.weight_decay if p.ndim >= 2 and "embed" not in n else 0.0
+    for p in [*model.parameters(), *head.parameters()]:
+        scale = 1.0 if id(p) in fresh else a.old_lr_scale
+        decay = a.weight_decay if p.ndim >= 2 else 0.0
         g = next((g for g in groups if g["scale"] == scale and g["weight_decay"] == decay), None)
         if g is None:
             groups.append(g := {"params": [], "scale": scale, "weight_decay": decay})
         g["params"].append(p)
     opt = torch.optim.AdamW(groups, lr=a.lr, betas=(0.9, 0.98))
-
-    def lr_at(step: int) -> float:
-        if step < a.warmup:
-            return a.lr * (step + 1) / a.warmup
-        frac = (step - a.warmup) / max(1, a.steps - a.warmup)
-        return a.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
-
+    lr_at = lr_schedule(a)
     rng = np.random.default_rng([a.seed, 7])
-    history, best, losses, kinds, t0 = [], -1.0, [], {}, time.time()
-    model.train()
-    model.model.video_tower.eval()
+    history, best, losses, t0 = [], -1.0, [], time.time()
+
+    def evaluate(step: int, elapsed: float) -> dict:
+        res = {k: asdict(td.evaluate(model, processor, items, batch=12)) for k, items in val.items()}
+        aux = aux_eval(model, head, capture, aux_views)
+        rec = {"step": step, "minutes": elapsed / 60, **res, "aux_val": aux}
+        history.append(rec)
+        print(f"EVAL step {step}: " + "; ".join(f"{k} {r['overall']:.3f} {r['per_type']}" for k, r in res.items())
+              + f" | aux {json.dumps({k: round(v, 3) for k, v in aux.items()})}", flush=True)
+        return rec
+
+    step = 0
     for step in range(1, a.steps + 1):
         for g in opt.param_groups:
             g["lr"] = lr_at(step - 1) * g["scale"]
-        seqs, feats, kind = d.step(step, rng)
-        kinds[kind.split()[-1]] = kinds.get(kind.split()[-1], 0) + len(seqs)
-        ids, _, w = td.collate(seqs)
-        logits = forward(model, ids, feats)
-        ce = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none")
-        loss = (ce * w[:, :-1].reshape(-1)).sum() / w.sum()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], 1.0)
-        opt.step()
-        losses.append(loss.item())
+        seqs, pixels, aux = batch_for_step(a, rng, tok, long_train, by_frames, short_train, short_pixels)
+        lm, al, shape = train_step(model, head, capture, opt, seqs, pixels, aux, a)
+        losses.append((lm, al))
         elapsed = time.time() - t0
-        if step % 50 == 0:
-            log(f"step {step} loss {np.mean(losses[-50:]):.4f} lr {lr_at(step):.2e} {elapsed / step:.2f}s/step "
-                f"sequences {kinds}")
+        if step % 10 == 0:
+            lm_m, al_m = np.mean(losses[-10:], axis=0)
+            print(f"step {step} lm {lm_m:.4f} aux {al_m:.4f} lr {lr_at(step):.2e} batch {tuple(shape)} "
+                  f"{elapsed / step:.2f}s/step", flush=True)
         out_of_time = elapsed > a.max_minutes * 60
         if step % a.eval_every == 0 or step == a.steps or out_of_time:
-            ev = evaluate(model, tok, tpf, val, counts)
-            history.append({"step": step, "minutes": elapsed / 60, **ev})
-            log(f"EVAL step {step}: " + json.dumps({k: ({t: round(x, 3) for t, x in v.items()}
-                                                        if isinstance(v, dict) else round(v, 1))
-                                                    for k, v in ev.items()}))
-            if score(ev) > best:
-                best = score(ev)
-                info = {"args": asdict(a), "recipe": "scripts/train_long.py", "step": step,
-                        "params": sum(p.numel() for p in model.parameters()),
-                        "tower": {"held_back_accuracy": data["tower_acc"], "minutes": data["tower_minutes"]},
-                        "prep_minutes": data["prep_minutes"], "seconds_per_step": elapsed / step,
-                        "train_minutes": elapsed / 60, "sequences": kinds, "validation": ev, "history": history}
+            rec = evaluate(step, elapsed)
+            score = sum(rec[k]["overall"] for k in val)
+            if score > best:
+                best = score
+                info = {"args": asdict(a), "params": n_params, "step": step, "prep_minutes": prep_min,
+                        "seconds_per_step": elapsed / step, "train_minutes": elapsed / 60,
+                        "validation": rec, "history": history}
                 td.save(model, processor, out, info)
-                (out / "videoqa.json").write_text(json.dumps({"conversation": "plain"}, indent=1) + "\n")
-                log(f"  saved {out} (step {step})")
+                print(f"  saved {out} (step {step})", flush=True)
         if out_of_time:
-            log(f"stopping at step {step}: time limit {a.max_minutes} min")
+            print(f"stopping at step {step}: time limit {a.max_minutes} min", flush=True)
             break
-    log("done")
+    info = json.loads((out / "training.json").read_text())
+    info["history"] = history  # the full history, also the evaluations after the saved step
+    tmp = out / "training.json.tmp"
+    tmp.write_text(json.dumps(info, indent=1))
+    tmp.replace(out / "training.json")
+    print(f"done in {(time.time() - t_all) / 60:.1f} min", flush=True)
     return 0
 
 

@@ -190,9 +190,11 @@ def test_eval_and_report_commands_with_a_tiny_model(tmp_path, capsys):
     fastv = json.loads((tmp_path / "fastv" / "results.json").read_text())
     preds = [json.loads(x) for x in (tmp_path / "fastv" / "predictions.jsonl").read_text().splitlines()]
     assert sorted(p["key"] for p in preds) == ["101", "102", "103", "104", "105", "106", "108"]
-    # eval's defaults: the official prompt (recorded in every record and the summary) and scoring.
-    assert {p.get("prompt") for p in preds if not p["error"]} == {"official"}
-    assert (fastv["prompt"], fastv["max_new_tokens"], fastv["scoring"]) == ("official", 4, "official")
+    # eval's defaults: the model's own conversation (tiny models declare plain, as the demo models; one without
+    # a videoqa.json gets the official one: test_eval_protocol), recorded in every record and the summary, and
+    # the official scoring.
+    assert {p.get("prompt") for p in preds if not p["error"]} == {"plain"}
+    assert (fastv["prompt"], fastv["max_new_tokens"], fastv["scoring"]) == ("plain", 4, "official")
     audit = [json.loads(x) for x in (tmp_path / "fastv" / "audit.jsonl").read_text().splitlines()]
     assert [a["status"] for a in audit].count("judged") == 6 and len(audit) == 8
     official = json.loads((tmp_path / "fastv" / "official" / "results.json").read_text())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -287,7 +288,7 @@ def test_official_prompt_is_the_llava_v1_conversation():
         build_prompt("q?", template="vicuna")
 
 
-def test_eval_defaults_to_the_models_own_conversation_and_official_length(tiny_model_dir):
+def test_eval_defaults_to_the_models_own_conversation_and_official_length(tiny_model_dir, tmp_path):
     """The prompt defaults to the conversation the model was trained on: official (llava_v1) for a checkpoint
     without a videoqa.json, as the real Video-LLaVA; the demo models declare plain."""
     from videoqa.cli import build_parser
@@ -296,9 +297,13 @@ def test_eval_defaults_to_the_models_own_conversation_and_official_length(tiny_m
     parse = build_parser().parse_args
     ev = parse(["eval", "--dataset", "msvd", "--root", "x"])
     assert (ev.prompt, ev.max_new_tokens, ev.scoring) == (None, 1024, "official")
+    bare = tmp_path / "bare"  # a checkpoint without videoqa.json, as the real Video-LLaVA
+    shutil.copytree(tiny_model_dir, bare)
+    (bare / "videoqa.json").unlink()
     assert (parse(["ask", "v.mp4", "q"]).prompt, parse(["ask", "v.mp4", "q"]).max_new_tokens) == (None, 64)
     for cmd in (["eval", "--dataset", "msvd", "--root", "x"], ["ask", "v.mp4", "q"]):
-        assert model_spec_from_args(parse([*cmd, "--model", str(tiny_model_dir)]))["prompt"] == "official"
+        assert model_spec_from_args(parse([*cmd, "--model", str(bare)]))["prompt"] == "official"
+        assert model_spec_from_args(parse([*cmd, "--model", str(tiny_model_dir)]))["prompt"] == "plain"
         assert model_spec_from_args(parse([*cmd, "--model", "demo"]))["prompt"] == "plain"
         assert model_spec_from_args(parse([*cmd, "--model", "demo", "--prompt", "official"]))["prompt"] == "official"
     assert parse(["eval", "--dataset", "msvd", "--root", "x", "--prompt", "plain", "--scoring", "strict"]).prompt == \

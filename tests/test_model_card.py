@@ -21,14 +21,17 @@ def test_shipped_demo_models_declare_the_plain_conversation():
         assert read_card(packaged_path(folder)).conversation == "plain"
 
 
-def test_a_checkpoint_without_a_card_gets_video_llavas_conversation(tiny_model_dir):
-    assert read_card(tiny_model_dir) == ModelCard(conversation="official")
+def test_a_checkpoint_without_a_card_gets_video_llavas_conversation(tiny_model_dir, tmp_path):
+    shutil.copytree(tiny_model_dir, tmp_path / "m")
+    (tmp_path / "m" / CARD_FILE).unlink()
+    assert read_card(tmp_path / "m") == ModelCard(conversation="official")
     assert read_card("LanguageBind/Video-LLaVA-7B-hf").conversation == "official"  # never downloads
 
 
 def test_the_pipeline_prompt_defaults_to_the_card(tiny_model_dir, tmp_path):
     folder = tmp_path / "m"
     shutil.copytree(tiny_model_dir, folder)
+    (folder / CARD_FILE).unlink()
     assert VideoQA.from_pretrained(str(folder)).prompt == "official"
     (folder / CARD_FILE).write_text(json.dumps({"conversation": "plain", "policy": {"frames": 8, "k": 2, "r": 0.5}}))
     qa = VideoQA.from_pretrained(str(folder))

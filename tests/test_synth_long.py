@@ -125,3 +125,33 @@ def test_questions_answers_and_layout(tmp_path):
         assert m["duration_s"] == s.n_frames / L.FPS and m["event_third"] in ("first", "middle", "last")
         assert [(e["start"], e["stop"]) for e in m["events"]] == [(e.start, e.stop) for e in s.events]
         assert sample_frames(out / "videos" / f"{s.name}.mp4", 4).info.total_frames == s.n_frames
+
+
+def test_erased_clip_is_the_same_clip_without_its_events(scenes, tmp_path):
+    """The counterfactual: only the event frames change, to what they would show without the event; the
+    erased split keeps the original questions, answers and metadata, so the two pair up by question id."""
+    for scene in scenes:
+        frames, gone = L.render(scene), L.render(L.erased(scene))
+        changed = {i for i in range(scene.n_frames) if not np.array_equal(frames[i], gone[i])}
+        assert changed == event_frames(scene), scene.name
+        assert not np.any(np.all(gone == L.HALO_RGB, axis=-1)) and not np.any(np.all(gone == L.FLASH_RGB, axis=-1))
+    picked = scenes[:3]
+    out, _ = L.write_eval_split(tmp_path / "clips", picked)
+    erased, _ = L.write_eval_split(tmp_path / "erased", picked, erase=True)
+    for name in ("test_q.json", "test_a.json", "scenes.json"):
+        assert (out / name).read_text() == (erased / name).read_text()
+    for s in picked:
+        a = sample_frames(out / "videos" / f"{s.name}.mp4", s.n_frames).frames.astype(int)
+        b = sample_frames(erased / "videos" / f"{s.name}.mp4", s.n_frames).frames.astype(int)
+        diff = np.abs(a - b).max(axis=(1, 2, 3))
+        assert {i for i in range(s.n_frames) if diff[i] > 40} == event_frames(s), s.name
+
+
+def test_shows_is_resolved_for_any_frames(scenes):
+    for scene in scenes:
+        for f in range(1, 30):
+            assert L.shows(scene, L.sample_indices(scene.n_frames, f)) == L.resolved(scene, f)
+        e = scene.events
+        inside = [x.start for x in e] + [x.stop for x in e[:-1]]  # each event and each gap after it
+        assert L.shows(scene, sorted(inside)) and not L.shows(scene, sorted(inside)[1:])
+        assert L.shows(L.erased(scene), [0])  # nothing to see: nothing missed

@@ -32,7 +32,9 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     name: str
-    card: ModelCard = ModelCard()  # the folder's videoqa.json: its conversation, its policy constants
+    # The folder's videoqa.json (its conversation, its policy constants), read by load_model. One built by hand
+    # from parts already loaded (tests, GPU checks) keeps the plain template, as before cards existed.
+    card: ModelCard = ModelCard(conversation="plain")
 
 
 def packaged_path(name: str) -> Path:

@@ -147,4 +147,6 @@ def make_tiny_model(
     model.generation_config.eos_token_id = EOS_ID
     model.save_pretrained(out)
     build_processor(tokenizer, spec.image_size, spec.patch_size).save_pretrained(out)
+    # like the demo models: the plain conversation is the default prompt (videoqa.model_card)
+    (out / "videoqa.json").write_text('{"conversation": "plain"}\n')
     return out

@@ -1,0 +1,72 @@
+"""The frozen-tower long-clip recipe (scripts/train_long_frozen_tower.py) supervises only what its frames show:
+event labels only when the sampled frames see the event, "none" on erased clips, curriculum windows that see
+every event, and frame counts drawn evenly by sequences."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+from conftest import REPO
+
+from videoqa.synth import long as synth_long
+
+sys.path.insert(0, str(REPO / "scripts"))
+recipe = pytest.importorskip("train_long_frozen_tower")
+
+
+@pytest.fixture(scope="module")
+def scenes():
+    return synth_long.make_split("train", 60)
+
+
+def test_event_questions_only_when_shown_and_none_when_erased(scenes):
+    rng = np.random.default_rng(0)
+    for scene in scenes:
+        events = set(synth_long.KIND_TYPES[scene.kind])
+        for f in (8, 24):
+            idx = synth_long.sample_indices(scene.n_frames, f)
+            asked = {t for _, _, t, _ in recipe.questions(scene, rng, idx, erased=False)} & events
+            assert asked == (events if synth_long.shows(scene, idx) else set()), (scene.name, f)
+            gone = recipe.questions(scene, rng, idx, erased=True)
+            assert {a for _, a, t, ev in gone if ev} == ({"zero"} if scene.kind == "flash" else {"none"})
+        assert "direction" not in {t for _, _, t, _ in recipe.questions(scene, rng, [0], True, direction=False)}
+
+
+def test_curriculum_windows_show_every_event(scenes):
+    rng = np.random.default_rng(1)
+    for scene in scenes:
+        for _ in range(5):
+            idx = recipe.window(scene, rng)
+            assert 1 <= len(idx) <= 8 and idx == sorted(set(idx)) and synth_long.shows(scene, idx), scene.name
+
+
+def test_frame_counts_are_drawn_evenly_by_sequences(scenes):
+    """A step holds one frame count; over many steps every count gets about the same number of sequences."""
+    from transformers import AutoTokenizer
+
+    a = recipe.LongArgs(short_frac=0.0, window_frac=0.0, curriculum=0.0)
+    tok = AutoTokenizer.from_pretrained(REPO / "samples" / "demo-model")
+    feats = [torch.zeros(s.n_frames, 17, 1) for s in scenes]
+    data = recipe.Data(a, tok, 17, scenes, feats, [], [], [])
+    rng = np.random.default_rng(2)
+    per_count: Counter = Counter()
+    for step in range(1, 1501):
+        seqs, views, kind = data.step(step, rng)
+        f = int(kind.split()[0])
+        assert all(v.shape[0] == f for v in views) and all(len(ids) <= a.context for ids, _ in seqs)
+        assert all(ids.count(5) == f * 17 for ids, _ in seqs)  # the video slot holds every frame's tokens
+        per_count[f] += len(seqs)
+    assert data.counts[0] == 8 and data.counts[-1] == data.max_frames == (a.context - recipe.TEXT_ROOM) // 17
+    # expected sequences per count: as even as whole sequences per step allow
+    per_step = [max(1, a.tokens_per_step // (f * 17 + 80)) for f in data.counts]
+    expected = data.p_count * np.array(per_step)
+    assert expected.max() < 1.4 * expected.min(), expected
+    # drawn: each quarter of the range gets a quarter of the sequences (the old recipe: 1,536 of its 3,054 long
+    # sequences at 8 frames, 72 at 31)
+    quarters = np.array_split(np.array([per_count[f] for f in data.counts]), 4)
+    shares = np.array([q.sum() for q in quarters]) / sum(per_count.values())
+    assert np.all(np.abs(shares - 0.25) < 0.06), shares
