@@ -27,9 +27,9 @@ class RecordingQA(VideoQA):
         super().__init__(loaded, **kw)
         self.sampled: list[int] = []
 
-    def sample(self, video, num_frames):
+    def sample(self, video, num_frames, *args, **kwargs):
         self.sampled.append(num_frames)
-        return super().sample(video, num_frames)
+        return super().sample(video, num_frames, *args, **kwargs)
 
 
 @pytest.fixture(scope="module")
