@@ -22,7 +22,8 @@ from videoqa.heatmap import HATCH, KEPT_OUTLINE, MERGED_MIX, MERGED_TINT, score_
 from videoqa.model import packaged_path
 from videoqa.pruning import REGISTRY
 
-from .actions import ANSWER, ChatActions, frames_that_fit, k_range, parse_r
+from .actions import ANSWER, ChatActions
+from .controls import frames_that_fit, k_range, parse_r
 from .media import VIDEO_EXTENSIONS, list_examples, list_samples, sweep_cache
 from .model_info import ModelInfo, describe
 from .session import ChatSession

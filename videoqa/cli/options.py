@@ -135,55 +135,41 @@ def positive_int(text: str) -> int:
     return n
 
 
-def _whole(text: str) -> int | None:
+def _checked(text: str, read, ok, expected: str):
+    """`read(text)` when it parses and passes `ok`; else the one-line argparse error naming what was expected."""
     try:
-        return int(text)
+        value = read(text)
     except ValueError:
-        return None
-
-
-def non_negative_int(text: str) -> int:
-    n = _whole(text)
-    if n is None or n < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return n
-
-
-def port_number(text: str) -> int:
-    n = _whole(text)
-    if n is None or not 0 <= n <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number in 0-65535, got {text!r}")
-    return n
+        value = None
+    if value is None or not ok(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+    return value
 
 
 def _finite(text: str) -> float | None:
-    try:
-        x = float(text)
-    except ValueError:
-        return None
+    x = float(text)
     return x if math.isfinite(x) else None  # nan and inf (1e999 too) are never a meaningful setting
+
+
+def non_negative_int(text: str) -> int:
+    return _checked(text, int, lambda n: n >= 0, "a whole number >= 0")
+
+
+def port_number(text: str) -> int:
+    return _checked(text, int, lambda n: 0 <= n <= 65535, "a port number in 0-65535")
 
 
 def positive_seconds(text: str) -> float:
     """A time limit: a finite number > 0 (0 would send nothing; nan and inf break the timers)."""
-    x = _finite(text)
-    if x is None or x <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
-    return x
+    return _checked(text, _finite, lambda x: x > 0, "a number of seconds > 0")
 
 
 def positive_number(text: str) -> float:
-    x = _finite(text)
-    if x is None or x <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return x
+    return _checked(text, _finite, lambda x: x > 0, "a number > 0")
 
 
 def non_negative_number(text: str) -> float:
-    x = _finite(text)
-    if x is None or x < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return x
+    return _checked(text, _finite, lambda x: x >= 0, "a number >= 0")
 
 
 def _flag(name: str, value) -> str:

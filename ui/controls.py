@@ -1,0 +1,60 @@
+"""The chat's controls read as the library reads them: R, K (bounded by the model's layers), the Frames
+control's maximum (the context budget), and heatmap files written so a page never reads a half-written one."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from videoqa.errors import InputError
+from videoqa.pruning import REGISTRY, Ratio
+from videoqa.pruning import parse_r as parse_ratio
+from videoqa.pruning.adaptive import max_frames_for_context
+
+
+def parse_r(text: str | float | None) -> Ratio:
+    """The R box: 'auto' (or empty) or a number in [0, 1) (the one parser of R, pruning.parse_r)."""
+    return parse_ratio("" if text is None else text)
+
+
+def k_range(n_layers: int) -> tuple[int, int]:
+    """The K values a model with `n_layers` LLM layers accepts (the registry's K option bounds the low end)."""
+    return int(REGISTRY.option("k").low), n_layers - 1
+
+
+def parse_k(value, n_layers: int) -> int:
+    """The K box: a whole number in `k_range`, or an InputError saying so (2.5 is refused, not rounded)."""
+    low, high = k_range(n_layers)
+    try:
+        k = float(value)
+    except (TypeError, ValueError):
+        k = float("nan")
+    if not (k.is_integer() and low <= k <= high):
+        shown = f"{k:g}" if k == k else repr(value)
+        raise InputError(f"K must be a whole number from {low} to {high} (the model has {n_layers} LLM layers), "
+                         f"got {shown}")
+    return int(k)
+
+
+def gallery_files(images: list, out_dir: Path) -> list[tuple[str, str]]:
+    """The heatmaps as PNG files in a folder of their own, each written under a temporary name and renamed
+    into place. Gradio saves PIL images under a name made from their content, rewriting that file each
+    time the same picture is shown again, possibly while a browser is reading it (a broken image); a file
+    path it copies once, atomically, and never rewrites."""
+    folder = out_dir / "heatmaps" / uuid.uuid4().hex
+    folder.mkdir(parents=True)
+    files = []
+    for i, (image, caption) in enumerate(images):
+        path = folder / f"frame{i + 1:03d}.png"
+        partial = folder / f".frame{i + 1:03d}.part.png"
+        image.save(partial, format="png")
+        partial.replace(path)
+        files.append((str(path), caption))
+    return files
+
+
+def frames_that_fit(qa, upper: int) -> int:
+    """The Frames control's maximum: the most frames whose visual tokens fit the model's context beside the
+    shortest question and the answer's room, all positions counted (the budget rule `prepare` and the CLI
+    apply: pruning/budget.py), at most `upper`."""
+    return max(1, min(upper, max_frames_for_context(qa.dims, qa.text_tokens("?"), qa.policy)))
