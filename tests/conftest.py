@@ -22,7 +22,8 @@ SAMPLE_CLIPS = sorted((REPO / "samples" / "clips").glob("*.mp4"))
 # Tests that take seconds each (a Ray cluster, a browser, a wheel build, fresh processes, long decodes; measured
 # with `--durations` on a 2-core machine), marked `slow` here in one list rather than in each file:
 # `make test-fast` leaves them out, `make test` (what CI runs) runs everything.
-SLOW_FILES = {"test_ray.py", "test_browser.py", "test_browser_chat.py", "test_wheel.py"}
+SLOW_FILES = {"test_ray.py", "test_ray_paths.py", "test_ray_auth.py", "test_browser.py", "test_browser_chat.py",
+              "test_browser_layout.py", "test_wheel.py"}
 SLOW_TESTS = {  # test functions, every parametrization
     "test_answer_cap_larger_than_the_context_is_capped_by_it",
     "test_bench_command_prints_tables",
@@ -48,6 +49,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in SLOW_FILES or getattr(item, "originalname", item.name) in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A random-weight Llama-based Video-LLaVA (8 frames x 65 visual tokens), saved with save_pretrained."""
