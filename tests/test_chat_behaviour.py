@@ -3,13 +3,13 @@ Each test names the issue's item it covers. Layout and looks are tested in test_
 
 from __future__ import annotations
 
-import html
 import socket
 from pathlib import Path
 
 import pytest
 from clipgen import write_clip
 from gradio_client import Client, handle_file
+from test_ui import text_of  # the one reader of what a chat message shows
 from videoqa.ui.app import build_app, launch
 
 
@@ -37,13 +37,6 @@ def served(tiny_qa):
 def client(served) -> Client:
     """A fresh browser session (its own clip and conversation)."""
     return Client(served[1], verbose=False, download_files=False)
-
-
-def text_of(message: dict) -> str:
-    content = message["content"]
-    if isinstance(content, list):  # Gradio 6 normalises messages to content blocks
-        content = "".join(c.get("text", "") for c in content if c.get("type") == "text")
-    return html.unescape(content)
 
 
 def texts(chat: list[dict]) -> list[str]:
