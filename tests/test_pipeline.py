@@ -407,3 +407,11 @@ def test_cancel_stops_decoding_between_frames(tiny_qa, tmp_path):
         list(tiny_qa.stream(clip, "What is it?", cancel=cancel))
     assert len(asked) == 4 and tiny_qa.encode_count == before  # stopped at once, nothing encoded
     assert tiny_qa.ask(clip, "What is it?").stats.frames == 8  # the pipeline is free again
+
+
+def test_the_stats_line_shows_r_as_set(tiny_qa, clip_path):
+    """R=0.999 is not rounded to 1.00 in the stats line (the web chat shows R the same way)."""
+    answer = tiny_qa.ask(clip_path, "What is moving?", prune=PruneConfig(method="fastv", k=1, r=0.999))
+    assert "R=0.999 " in answer.summary()
+    answer = tiny_qa.ask(clip_path, "What is moving?", prune=PruneConfig(method="fastv", k=1, r=0.5))
+    assert "R=0.50 " in answer.summary()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from videoqa.errors import VideoQAError
+from videoqa.pruning import format_r
 
 
 def reason(error: VideoQAError) -> str:
@@ -26,14 +27,6 @@ def fmt_bytes(n: float) -> str:
     return f"{n} B"
 
 
-def fmt_r(r: float) -> str:
-    """R with two decimals, or as many more as it takes not to show 0.999 as 1.00 (or 0.001 as 0.00)."""
-    digits = 2
-    while digits < 6 and 0 < r < 1 and round(r, digits) in (0.0, 1.0):
-        digits += 1
-    return f"{r:.{digits}f}"
-
-
 def r_text(answer) -> str:
     """The stats' R row: the share dropped and who chose it; a method that prunes nothing says an R the user
     set is ignored, rather than showing 0 as if it were theirs."""
@@ -41,8 +34,8 @@ def r_text(answer) -> str:
     if not prune.method_spec.uses_r:
         ignored = prune.r != "auto" and float(prune.r) > 0
         return (f"0 ({answer.kept.method} keeps every visual token"
-                + (f"; the R you set, {fmt_r(float(prune.r))}, is ignored)" if ignored else ")"))
-    return f"{fmt_r(r)} ({'auto' if prune.adaptive else 'set by you'})"
+                + (f"; the R you set, {format_r(float(prune.r))}, is ignored)" if ignored else ")"))
+    return f"{format_r(r)} ({'auto' if prune.adaptive else 'set by you'})"
 
 
 def where_pruned(layer: int | None) -> str:
@@ -88,7 +81,7 @@ def format_stats(answer, follow_up: bool = False) -> str:
 def summary_line(answer) -> str:
     """One method's result in compare mode: kept tokens, FLOPs, time."""
     k, fl, s = answer.kept, answer.flops, answer.stats
-    return (f"**{k.n_kept}/{k.n_visual}** visual tokens kept ({where_pruned(k.layer)}, R={fmt_r(k.r)}) · "
+    return (f"**{k.n_kept}/{k.n_visual}** visual tokens kept ({where_pruned(k.layer)}, R={format_r(k.r)}) · "
             f"**FLOPs {fl.ratio:.3f}×** of unpruned · prefill {s.t_prefill:.3f} s · "
             f"{s.new_tokens} token{'s' if s.new_tokens != 1 else ''} in {s.t_total:.3f} s")
 

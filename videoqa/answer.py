@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from .pruning import KeptTokens, PruneConfig
+from .pruning import KeptTokens, PruneConfig, format_r
 from .pruning.adaptive import Decision
 from .pruning.flops import FlopsEstimate
 from .video import Clip
@@ -84,7 +84,7 @@ class Answer:
         placed = (f" {s.sampler} at {', '.join(f'{t:.1f}' for t in self.clip.timestamps)} s"
                   if s.sampler != "uniform" else "")
         return (
-            f"{k.method} K={k.layer} R={k.r:.2f} | frames {s.frames}{distinct}{placed} "
+            f"{k.method} K={k.layer} R={format_r(k.r)} | frames {s.frames}{distinct}{placed} "
             f"| visual tokens {k.n_visual} -> {k.n_kept}{merged} | FLOPs {100 * self.flops.ratio:.1f}% "
             f"| sample {s.t_sample:.2f}s encode {s.t_encode:.2f}s"
             f"{' (cached)' if s.encode_cached else ''} prefill {s.t_prefill:.2f}s generate {s.t_generate:.2f}s "

@@ -1,9 +1,9 @@
 """Visual-token pruning: the method registry, the user's configuration, the budget (frames, R, context)."""
 
 from .base import KeptTokens, ModelDims, VisualLayout, keep_count
-from .config import AUTO, PruneConfig, Ratio, parse_r
+from .config import AUTO, PruneConfig, Ratio, format_r, parse_r
 from .method import Acts, EncodedVideo, Method, Option, Positions, Selection
 from .registry import REGISTRY, Registry
 
 __all__ = ["AUTO", "REGISTRY", "Acts", "EncodedVideo", "KeptTokens", "Method", "ModelDims", "Option", "Positions",
-           "PruneConfig", "Ratio", "Registry", "Selection", "VisualLayout", "keep_count", "parse_r"]
+           "PruneConfig", "Ratio", "Registry", "Selection", "VisualLayout", "format_r", "keep_count", "parse_r"]

@@ -27,6 +27,15 @@ def parse_r(value: Any) -> Ratio:
     return r
 
 
+def format_r(r: float) -> str:
+    """R with two decimals, or as many more as it takes not to show 0.999 as 1.00 (or 0.001 as 0.00): the one way
+    R is shown (CLI stats line, web chat)."""
+    digits = 2
+    while digits < 6 and 0 < r < 1 and round(r, digits) in (0.0, 1.0):
+        digits += 1
+    return f"{r:.{digits}f}"
+
+
 @dataclass(frozen=True, init=False)
 class PruneConfig:
     """What the user asked for; immutable (`dataclasses.replace` makes a changed copy, `validate` a checked one).
