@@ -292,9 +292,9 @@ def test_ray_decode_stage_decodes_fixed_frame_counts_and_probes_otherwise(tmp_pa
     write_clip(tmp_path / "a.mp4", n_frames=30)
     write_text(tmp_path / "bad.mp4")
     prune = {"method": "fastv", "r": 0.5}
-    assert fixed_frame_count({"frames": None, "prune": prune}) == 8
-    assert fixed_frame_count({"frames": 4, "prune": {**prune, "r": "auto"}}) == 4
-    assert fixed_frame_count({"frames": None, "prune": {**prune, "r": "auto"}}) is None  # the actor's device decides
+    assert fixed_frame_count({"frames": None, "prune": prune}, 8) == 8
+    assert fixed_frame_count({"frames": 4, "prune": {**prune, "r": "auto"}}, 8) == 4
+    assert fixed_frame_count({"frames": None, "prune": {**prune, "r": "auto"}}, 8) is None  # the actor's device decides
 
     def row(name):  # as the driver sends it: the item, the clip's absolute path and its fingerprint
         (shipped,) = shipped_rows([WorkItem(key=name, video=str(tmp_path / name), question="q")])

@@ -126,3 +126,14 @@ def test_bench_run_folders_follow_the_cards_constants(carded, tiny_model_dir):
     assert row.folder("m", "test", plain) == row.folder("m", "test")  # no card: the names runs always had
     assert row.folder("m", "test", card) != row.folder("m", "test")  # a rewritten card never resumes old runs
     assert fixed.folder("m", "test", card) == fixed.folder("m", "test")  # a row the policy does not touch
+
+
+def test_the_cards_frames_are_also_the_fixed_r_frame_count(carded):
+    """A model trained on 4 frames gets 4 with a fixed R too, not the 8 Video-LLaVA-7B was trained with."""
+    qa = VideoQA.from_pretrained(str(carded), prune=PruneConfig(method="fastv", r=0.5), max_new_tokens=4)
+    assert qa.ask(SAMPLE_CLIPS[0], "What is it?").stats.frames == CARD_POLICY["frames"]
+    from videoqa.batch.ray_engine import fixed_frame_count
+    from videoqa.model_policy import policy_of
+
+    spec = {"frames": None, "prune": {"method": "fastv", "r": 0.5}}
+    assert fixed_frame_count(spec, policy_of(str(carded)).policy.base_frames) == CARD_POLICY["frames"]

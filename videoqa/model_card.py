@@ -47,7 +47,7 @@ class ModelCard:
 _TYPES = {"conversation": (str,), "policy": (dict,)}
 POLICY_TYPES = {"frames": (int,), "k": (int,), "r": (int, float), "seconds_per_frame": (int, float),
                 "budget_exponent": (int, float), "r_max": (int, float), "sampler": (str,), "note": (str,)}
-SAMPLERS = ("uniform", "content")  # videoqa.video.sample.SAMPLERS, without importing the decoders here
+SAMPLERS = ("uniform", "content")  # frame samplers (videoqa/video/sample.py; content: video/changes.py)
 
 
 def _check_fields(data: dict, types: dict, where: str, prefix: str = "") -> None:

@@ -10,18 +10,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .model_card import ModelCard
+from .model_card import SAMPLERS, ModelCard
+from .pruning import REGISTRY
 from .pruning.adaptive import AdaptivePolicy
 
+_BASE = AdaptivePolicy()  # the values live there (and K in FastV's option declaration); here, why
 # card field -> (default, why it is the default)
 DEFAULTS: dict[str, tuple[object, str]] = {
-    "frames": (8, "trained on 8 uniformly sampled frames"),
-    "k": (2, "FastV's K=2"),
-    "r": (0.5, "FastV's R=0.5"),
-    "seconds_per_frame": (6.0, "one frame per 6 s past 48 s, the first demo-long sweep"),
-    "budget_exponent": (0.25, "kept tokens grow as frames^0.25, the first demo-long sweep"),
-    "r_max": (0.9, "published video accuracy falls off past R=0.9"),
-    "sampler": ("uniform", "uniform frames, as trained"),
+    "frames": (_BASE.base_frames, f"trained on {_BASE.base_frames} uniformly sampled frames"),
+    "k": (REGISTRY.option("k").default, f"FastV's K={REGISTRY.option('k').default}"),
+    "r": (_BASE.base_r, f"FastV's R={_BASE.base_r}"),
+    "seconds_per_frame": (_BASE.seconds_per_frame,
+                          f"one frame per {_BASE.seconds_per_frame:g} s past the base frames (first sweep)"),
+    "budget_exponent": (_BASE.budget_exponent,
+                        f"kept tokens grow as frames^{_BASE.budget_exponent} (first sweep)"),
+    "r_max": (_BASE.r_max, f"published video accuracy falls off past R={_BASE.r_max}"),
+    "sampler": (SAMPLERS[0], f"{SAMPLERS[0]} frames, as trained"),
 }
 # card field -> AdaptivePolicy field
 _POLICY_FIELDS = {"frames": "base_frames", "r": "base_r", "seconds_per_frame": "seconds_per_frame",

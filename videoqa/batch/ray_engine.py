@@ -58,15 +58,15 @@ class RayOptions:
             raise bad("--gpus-per-actor", self.gpus_per_actor, "a number >= 0")
 
 
-def fixed_frame_count(model_spec: dict) -> int | None:
+def fixed_frame_count(model_spec: dict, base_frames: int) -> int | None:
     """The frames the pipeline will sample, when that does not depend on the device: an explicit --frames,
-    or a fixed R (8 frames). With R=auto the count is chosen from the memory of the actor's device."""
+    or a fixed R (the model's base frames, `base_frames`). With R=auto the count is chosen from the memory of
+    the actor's device."""
     from ..pruning import PruneConfig
-    from ..pruning.budget import DEFAULT_FRAMES
 
     if model_spec.get("frames"):
         return model_spec["frames"]
-    return None if PruneConfig(**model_spec["prune"]).adaptive else DEFAULT_FRAMES
+    return None if PruneConfig(**model_spec["prune"]).adaptive else base_frames
 
 
 def _decode_row(row: dict, frames: int | None, timeout_s: float | None, sampler: str = "uniform") -> dict:
@@ -195,8 +195,10 @@ def _pipeline(rows: list[dict], model_spec: dict, opts: RayOptions, layout: dict
     # Decoding asks for a different CPU share than the actors so Ray does not fuse it into the actor
     # process: clips are decoded by CPU tasks while the actors run the model, not in turn with it.
     # the frames the actor's pipeline would sample: the spec's sampler, else the model card's
-    sampler = model_spec.get("sampler") or policy_of(model_spec["model"]).sampler
-    ds = ds.map(_decode_row, fn_kwargs={"frames": fixed_frame_count(model_spec), "timeout_s": opts.timeout_s,
+    card = policy_of(model_spec["model"])
+    sampler = model_spec.get("sampler") or card.sampler
+    frames = fixed_frame_count(model_spec, card.policy.base_frames)
+    ds = ds.map(_decode_row, fn_kwargs={"frames": frames, "timeout_s": opts.timeout_s,
                                         "sampler": sampler}, num_cpus=opts.decode_cpus)
     ds = ds.map_batches(_QAActor, fn_constructor_kwargs={"model_spec": model_spec, "timeout_s": opts.timeout_s},
                         batch_size=opts.batch_size, batch_format="numpy",

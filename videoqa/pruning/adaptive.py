@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from .base import ModelDims
-from .budget import context_room, frame_cap, largest
+from .budget import DEFAULT_FRAMES, context_room, frame_cap, largest
 from .flops import estimate_flops
 
 if TYPE_CHECKING:  # torch is imported where memory is read: the command line builds its options without it
@@ -40,7 +40,7 @@ class AdaptivePolicy:
 
     # Video-LLaVA was trained on 8 uniformly sampled frames: clips up to base_frames * seconds_per_frame
     # (48 s: most MSVD/MSRVTT/TGIF clips) keep the training setting.
-    base_frames: int = 8
+    base_frames: int = DEFAULT_FRAMES
     # Longer clips get one frame per 6 s (a 60 s clip 10, 90 s and longer hit a 4096 context's 15). Measured on
     # the long-clip validation split (`videoqa bench long --sweep`): denser sampling (1.5-3 s per frame) saw more
     # brief events but, paid for with a higher R under the FLOPs cap, lost more of everything else.

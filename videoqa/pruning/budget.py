@@ -112,4 +112,4 @@ def plan(dims: ModelDims, cfg: PruneConfig, n_text: int, duration_s: float | Non
                           policy=replace(policy, new_tokens=reserve), share=share,
                           renumbered=only_kept_count(cfg))
         return Plan(decision.frames, decision.r, decision)
-    return Plan(frames or DEFAULT_FRAMES, 0.0 if cfg.layer is None else float(cfg.r))
+    return Plan(frames or policy.base_frames, 0.0 if cfg.layer is None else float(cfg.r))

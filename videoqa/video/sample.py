@@ -10,6 +10,7 @@ from pathlib import Path
 import av
 
 from videoqa.errors import Cancelled, InputError, VideoError
+from videoqa.model_card import SAMPLERS  # the one list: a model card names its default sampler from it
 from videoqa.video.changes import ChangeScan, content_indices, scan_changes
 from videoqa.video.clip import Clip, Pick, frame_indices
 from videoqa.video.decord_backend import _sample_decord
@@ -17,7 +18,6 @@ from videoqa.video.probe import _BackendFailed
 from videoqa.video.pyav import _sample_pyav
 
 BACKENDS = ("auto", "pyav", "decord")
-SAMPLERS = ("uniform", "content")  # content: videoqa/video/changes.py
 
 
 def _run_backend(name: str, path: Path, num_frames: int, pick: Pick = frame_indices,
