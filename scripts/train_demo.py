@@ -116,22 +116,40 @@ def encode(tok, text: str) -> list[int]:
     return tok(text, add_special_tokens=False).input_ids
 
 
-def build_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: int, dir_weight: float):
-    """Token ids and per-token loss weights for one packed conversation about `scene`."""
-    qas = synth.questions(scene, rng)
-    order = rng.permutation(len(qas))
+def pack_turns(tok, turns, n_video: int, context: int | None = None) -> tuple[list[int], list[float]]:
+    """Token ids and per-token loss weights of one conversation: `turns` are (question, answer, weight) in
+    order, the first one carrying the video's `n_video` slots; loss on the answers and their </s> only. Turns
+    after the first stop where the next would pass `context`."""
     ids, weights = [tok.bos_token_id], [0.0]
-    for turn, k in enumerate(order):
-        q, a, qtype = qas[k]
+    for turn, (q, a, w) in enumerate(turns):
         p = encode(tok, prompt(q, first=turn == 0))
         if turn == 0:
             v = p.index(VIDEO_ID)
             p = p[:v] + [VIDEO_ID] * n_video + p[v + 1 :]
         ans = encode(tok, " " + a) + [EOS_ID]
-        w = dir_weight if qtype == "direction" else 1.0
+        if turn and context is not None and len(ids) + len(p) + len(ans) > context:
+            break
         ids += p + ans
         weights += [0.0] * len(p) + [w] * len(ans)
     return ids, weights
+
+
+def warmup_cosine(lr: float, warmup: int, steps: int, floor: float):
+    """Learning rate per step: linear warm-up, then a cosine down to `floor` times `lr`."""
+    def lr_at(step: int) -> float:
+        if step < warmup:
+            return lr * (step + 1) / warmup
+        frac = (step - warmup) / max(1, steps - warmup)
+        return lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+    return lr_at
+
+
+def build_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: int, dir_weight: float):
+    """Token ids and per-token loss weights for one packed conversation about `scene`."""
+    qas = synth.questions(scene, rng)
+    turns = [(q, a, dir_weight if qtype == "direction" else 1.0) for q, a, qtype in
+             (qas[k] for k in rng.permutation(len(qas)))]
+    return pack_turns(tok, turns, n_video)
 
 
 def collate(seqs: list[tuple[list[int], list[float]]]):
@@ -279,11 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         lr=a.lr, betas=(0.9, 0.98),
     )
 
-    def lr_at(step: int) -> float:
-        if step < a.warmup:
-            return a.lr * (step + 1) / a.warmup
-        frac = (step - a.warmup) / max(1, a.steps - a.warmup)
-        return a.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+    lr_at = warmup_cosine(a.lr, a.warmup, a.steps, floor=0.1)
 
     rng = np.random.default_rng([a.seed, 7])
     best = -1.0

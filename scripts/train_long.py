@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -56,7 +55,6 @@ import train_demo as td  # noqa: E402
 
 from videoqa.synth import long as synth_long  # noqa: E402
 from videoqa.synth import short as synth  # noqa: E402
-from videoqa.tiny import EOS_ID, VIDEO_ID  # noqa: E402
 from videoqa.video import sample_frames  # noqa: E402
 
 HERE = Path(__file__).resolve().parents[1] / "samples"  # where the shipped models live
@@ -171,21 +169,13 @@ def long_views(scenes, counts: list[list[int]], processor, cache: Path, tag: str
 def long_sequence(tok, scene, rng, n_video: int, a: LongArgs):
     """Packed conversation about a long clip: its questions in random order while they fit the context."""
     qas = synth_long.questions(scene, rng)
-    ids, weights = [tok.bos_token_id], [0.0]
-    for turn, k in enumerate(rng.permutation(len(qas))):
-        q, ans, qtype = qas[k]
-        p = td.encode(tok, td.prompt(q, first=turn == 0))
-        if turn == 0:
-            v = p.index(VIDEO_ID)
-            p = p[:v] + [VIDEO_ID] * n_video + p[v + 1 :]
-        target = td.encode(tok, " " + ans) + [EOS_ID]
-        if turn and len(ids) + len(p) + len(target) > a.context:
-            break
-        event = qtype in synth_long.KIND_TYPES[scene.kind]
-        w = a.dir_weight if qtype == "direction" else a.event_weight if event else 1.0
-        ids += p + target
-        weights += [0.0] * len(p) + [w] * len(target)
-    return ids, weights
+    events = synth_long.KIND_TYPES[scene.kind]
+
+    def weight(qtype: str) -> float:
+        return a.dir_weight if qtype == "direction" else a.event_weight if qtype in events else 1.0
+
+    turns = [(q, ans, weight(qtype)) for q, ans, qtype in (qas[k] for k in rng.permutation(len(qas)))]
+    return td.pack_turns(tok, turns, n_video, a.context)
 
 
 class CLSCapture:
@@ -244,12 +234,7 @@ def aux_eval(model, head, capture, views: list[View]) -> dict[str, float]:
 
 
 def lr_schedule(a: LongArgs):
-    def lr_at(step: int) -> float:
-        if step < a.warmup:
-            return a.lr * (step + 1) / a.warmup
-        frac = (step - a.warmup) / max(1, a.steps - a.warmup)
-        return a.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
-    return lr_at
+    return td.warmup_cosine(a.lr, a.warmup, a.steps, floor=0.1)
 
 
 def prepare(a: LongArgs, processor, cache: Path):

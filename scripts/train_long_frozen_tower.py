@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -54,7 +53,7 @@ from long_val import evaluate, forward, score  # noqa: E402
 
 from videoqa.synth import long as synth_long  # noqa: E402
 from videoqa.synth import short as synth  # noqa: E402
-from videoqa.tiny import EOS_ID, VIDEO_ID  # noqa: E402
+from videoqa.tiny import VIDEO_ID  # noqa: E402
 
 HERE = Path(__file__).resolve().parents[1] / "samples"
 TEXT_ROOM = 32  # prompt tokens besides the video's, first turn
@@ -148,20 +147,9 @@ def questions(scene, rng, idx: list[int] | None, erased: bool, direction: bool =
 
 def sequence(tok, qas, n_video: int, a: LongArgs, rng) -> tuple[list[int], list[float]]:
     """A packed conversation: the questions as turns in random order while they fit; loss on the answers."""
-    ids, weights = [tok.bos_token_id], [0.0]
-    for turn, k in enumerate(rng.permutation(len(qas))):
-        q, ans, t, event = qas[k]
-        p = td.encode(tok, td.prompt(q, first=turn == 0))
-        if turn == 0:
-            v = p.index(VIDEO_ID)
-            p = p[:v] + [VIDEO_ID] * n_video + p[v + 1 :]
-        target = td.encode(tok, " " + ans) + [EOS_ID]
-        if turn and len(ids) + len(p) + len(target) > a.context:
-            break
-        w = a.dir_weight if t == "direction" else a.event_weight if event else 1.0
-        ids += p + target
-        weights += [0.0] * len(p) + [w] * len(target)
-    return ids, weights
+    turns = [(q, ans, a.dir_weight if t == "direction" else a.event_weight if event else 1.0)
+             for q, ans, t, event in (qas[k] for k in rng.permutation(len(qas)))]
+    return td.pack_turns(tok, turns, n_video, a.context)
 
 
 def window(scene: synth_long.LongScene, rng) -> list[int]:
@@ -327,11 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         g["params"].append(p)
     opt = torch.optim.AdamW(groups, lr=a.lr, betas=(0.9, 0.98))
 
-    def lr_at(step: int) -> float:
-        if step < a.warmup:
-            return a.lr * (step + 1) / a.warmup
-        frac = (step - a.warmup) / max(1, a.steps - a.warmup)
-        return a.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+    lr_at = td.warmup_cosine(a.lr, a.warmup, a.steps, floor=0.05)
 
     rng = np.random.default_rng([a.seed, 7])
     history, best, losses, kinds, t0 = [], -1.0, [], {}, time.time()
