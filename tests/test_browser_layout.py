@@ -24,6 +24,19 @@ browser, clips, desktop, held, page, server = tb.browser, tb.clips, tb.desktop, 
 N_EXAMPLES = 12  # samples/clips/questions.json: 4 clips x 3 questions
 
 
+def start_compare(page, question: str = "What is happening?") -> None:
+    """Ask the Compare tab (the clip already loaded)."""
+    page.get_by_role("tab", name="Compare methods").click()
+    page.locator("#compare-question textarea").fill(question)
+    page.locator("#compare-run").click()
+
+
+def compare(page) -> None:
+    """Ask the Compare tab and wait for every method's answer."""
+    start_compare(page)
+    expect(page.locator("#compare-status")).to_contain_text("Compared", timeout=60_000)
+
+
 def box(page, selector: str) -> dict:
     """The element's box in page coordinates (top from the top of the page, not of the viewport)."""
     return page.evaluate("s => { const r = document.querySelector(s).getBoundingClientRect();"
@@ -125,10 +138,7 @@ def test_phone_puts_clip_examples_and_question_first_and_keeps_the_page_short(ph
 
 def test_phone_compare_shows_one_method_per_row(phone, clips):
     upload(phone, clips["walk"])
-    phone.get_by_role("tab", name="Compare methods").click()
-    phone.locator("#compare-question textarea").fill("What is happening?")
-    phone.locator("#compare-run").click()
-    expect(phone.locator("#compare-status")).to_contain_text("Compared", timeout=60_000)
+    compare(phone)
     columns = [box(phone, f".compare-method:nth-child({i + 1})") for i in range(5)]
     assert all(c["width"] > PHONE["width"] * 0.8 for c in columns)  # full width, one per row
     assert all(a["bottom"] <= b["top"] for a, b in zip(columns, columns[1:], strict=False))
@@ -144,10 +154,7 @@ def test_phone_compare_shows_one_method_per_row(phone, clips):
 
 def test_compare_headers_align_captions_stay_short_and_a_summary_says_what_differs(page, clips):
     upload(page, clips["walk"])
-    page.get_by_role("tab", name="Compare methods").click()
-    page.locator("#compare-question textarea").fill("What is happening?")
-    page.locator("#compare-run").click()
-    expect(page.locator("#compare-status")).to_contain_text("Compared", timeout=60_000)
+    compare(page)
     heads = [page.locator(".compare-method").nth(i).locator("h4") for i in range(5)]
     boxes = [h.bounding_box() for h in heads]
     assert len({round(b["y"]) for b in boxes}) == 1 and len({round(b["height"]) for b in boxes}) == 1
@@ -165,9 +172,7 @@ def test_compare_headers_align_captions_stay_short_and_a_summary_says_what_diffe
 def test_compare_with_a_bad_r_says_so_once_and_a_new_clip_clears_it(page, clips):
     upload(page, clips["walk"])
     page.locator("#r textarea, #r input").first.fill("2")
-    page.get_by_role("tab", name="Compare methods").click()
-    page.locator("#compare-question textarea").fill("What is happening?")
-    page.locator("#compare-run").click()
+    start_compare(page)
     expect(page.locator("#compare-status")).to_contain_text("⚠️")
     status = page.locator("#compare-status").inner_text()
     assert "Compared" not in status and "nothing was compared" in status.lower()
