@@ -162,3 +162,18 @@ def test_outputs_are_wired_by_name_not_by_position():
     assert api() == ([], "v.mp4")  # the API picks its outputs by name and gets plain values
     with pytest.raises(KeyError, match="upload"):
         wired(lambda: {"chat": [], "upload": None}, ("chat",))()
+
+
+def test_compare_alone_sweeps_old_heatmaps(tiny_qa, tmp_path, clip):
+    """A page used only for Compare must not keep every heatmap it ever showed: Compare sweeps as chat does."""
+    import os
+
+    actions = ChatActions(tiny_qa, [], tmp_path, max_age_s=60)
+    old = tmp_path / "heatmaps" / "earlier" / "frame001.png"
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"png")
+    os.utime(old, (0, 0))  # written long ago
+    s = loaded(actions, clip)
+    list(actions.compare("What is it?", s, 2, "0.5", 0, False))
+    assert not old.exists()
+    assert list((tmp_path / "heatmaps").rglob("*.png"))  # this comparison's heatmaps are there

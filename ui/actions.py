@@ -236,8 +236,8 @@ class ChatActions:
             return self._out(session)
         follow_up = session.answered_before(ex)
         vp = self.qa.processor.video_processor
-        gallery = gallery_files(render_heatmaps(answer.clip, answer.kept, vp.size, vp.crop_size,
-                                                show_scores=ex.settings.show_scores), self.work_dir)
+        gallery = self._gallery(render_heatmaps(answer.clip, answer.kept, vp.size, vp.crop_size,
+                                                show_scores=ex.settings.show_scores))
         text = answer.text or "(empty answer)"
         ex.answer, ex.state = answer.text, "done"
         ex.record = exchange_record(answer, text, "done")
@@ -253,10 +253,15 @@ class ChatActions:
             notes.append(session.unlike_notice)
             session.unlike_notice = None
         session.add_notes(ex, notes)
+        return self._out(session, _heatmaps(gallery), format_stats(answer, follow_up))
+
+    def _gallery(self, images: list) -> list[tuple[str, str]]:
+        """Heatmap files for the page, and now and then (every max_age/2) a sweep of the old ones: chat and
+        Compare both write them, so both sweep."""
         if time.monotonic() >= self._next_sweep:
             sweep_cache(self.cache_dir or self.work_dir / "heatmaps", self.max_age_s, keep=self.keep)
             self._next_sweep = time.monotonic() + self.max_age_s / 2
-        return self._out(session, _heatmaps(gallery), format_stats(answer, follow_up))
+        return gallery_files(images, self.work_dir)
 
     def config(self, s: Settings) -> tuple[PruneConfig, int | None]:
         """The pruning the controls ask for; options without a control keep the server's defaults."""
@@ -375,9 +380,8 @@ class ChatActions:
                     yield text, SKIP, SKIP
                 else:
                     vp = self.qa.processor.video_processor
-                    gallery = gallery_files(render_heatmaps(item.clip, item.kept, vp.size, vp.crop_size,
-                                                            show_scores=show_scores, short=True),  # "#3 · 40/64"
-                                            self.work_dir)
+                    gallery = self._gallery(render_heatmaps(item.clip, item.kept, vp.size, vp.crop_size,
+                                                            show_scores=show_scores, short=True))  # "#3 · 40/64"
                     notes = "".join(f"\n\n⚠️ {w}" for w in answer_warnings(item))
                     yield item.text or "(empty answer)", gallery, summary_line(item) + notes
         except VideoQAError as e:
