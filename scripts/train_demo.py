@@ -65,6 +65,9 @@ class TrainArgs:
     vision_layers: int = 3
     vision_heads: int = 4
     eval_only: bool = False
+    init: str = ""  # continue from this checkpoint (its tokenizer and processor too) instead of a fresh model
+    turns: int = 3  # most questions in one conversation; past 3 the clip's questions are asked again, any order
+    tower_weight: float = 0.0  # weight of the tower's per-patch and [CLS] targets (scripts/long_tower.py); 0 = off
 
 
 def make_spec(a: TrainArgs) -> TinySpec:
@@ -144,12 +147,17 @@ def warmup_cosine(lr: float, warmup: int, steps: int, floor: float):
     return lr_at
 
 
-def build_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: int, dir_weight: float):
-    """Token ids and per-token loss weights for one packed conversation about `scene`."""
-    qas = synth.questions(scene, rng)
-    turns = [(q, a, dir_weight if qtype == "direction" else 1.0) for q, a, qtype in
-             (qas[k] for k in rng.permutation(len(qas)))]
-    return pack_turns(tok, turns, n_video)
+def build_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: int, dir_weight: float,
+                   turns: int = 3, context: int = 1024):
+    """Token ids and per-token loss weights for one packed conversation about `scene`: its three questions in
+    random order, or (turns > 3) 1..turns questions drawn again and again, each phrased afresh, so that a long
+    chat, whose history repeats questions, is something the model has seen."""
+    if turns <= 3:
+        qas = [synth.questions(scene, rng)[k] for k in rng.permutation(3)]
+    else:
+        qas = [synth.questions(scene, rng)[int(rng.integers(3))] for _ in range(int(rng.integers(1, turns + 1)))]
+    return pack_turns(tok, [(q, a, dir_weight if qtype == "direction" else 1.0) for q, a, qtype in qas],
+                      n_video, context)
 
 
 def collate(seqs: list[tuple[list[int], list[float]]]):
@@ -220,6 +228,23 @@ def eval_items(scenes: list[synth.Scene], workdir: Path, seed: int) -> list[tupl
     return items
 
 
+def tower_targets(model, scenes: list[synth.Scene]):
+    """Heads and targets for the tower's per-patch and [CLS] objective (scripts/long_tower.py) on each
+    clip's 8 sampled frames: what covers each patch, and the frame's colour and shape on [CLS]."""
+    import long_tower  # a script beside this one; only this option needs it
+
+    v = model.config.vision_config
+    grid = v.image_size // v.patch_size
+    frames = [int(i) for i in np.linspace(0, synth.CLIP_FRAMES - 1, 8).astype(int)]  # as read_frames samples
+    patch, frame = [], []
+    for scene in scenes:
+        got = [long_tower.frame_targets(scene, i, grid) for i in frames]
+        patch.append(np.stack([p for p, _ in got]))
+        frame.append([f for _, f in got])
+    return (long_tower.TowerHeads(v.hidden_size),
+            (torch.from_numpy(np.stack(patch)), torch.tensor(frame, dtype=torch.float32)))
+
+
 def save(model, processor, out: Path, info: dict) -> None:
     """Write to a sibling temp folder then swap, so `out` always holds a complete model."""
     tmp = out.with_name(out.name + ".tmp")
@@ -265,11 +290,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     spec = make_spec(a)
-    tok = build_tokenizer(synth.corpus() + BASE_CORPUS, a.vocab)
-    processor = build_processor(tok, spec.image_size, spec.patch_size)
     torch.manual_seed(a.seed)
-    config = build_config(spec, len(tok))
-    model = VideoLlavaForConditionalGeneration(config)
+    if a.init:
+        model = VideoLlavaForConditionalGeneration.from_pretrained(a.init)
+        processor = VideoLlavaProcessor.from_pretrained(a.init)
+        tok, config = processor.tokenizer, model.config
+    else:
+        tok = build_tokenizer(synth.corpus() + BASE_CORPUS, a.vocab)
+        processor = build_processor(tok, spec.image_size, spec.patch_size)
+        config = build_config(spec, len(tok))
+        model = VideoLlavaForConditionalGeneration(config)
     model.generation_config.pad_token_id = PAD_ID
     model.generation_config.eos_token_id = EOS_ID
     n_params = sum(p.numel() for p in model.parameters())
@@ -290,8 +320,12 @@ def main(argv: list[str] | None = None) -> int:
     assert ref["input_ids"][0].tolist() == mine, "prompt tokenisation differs from the processor's"
     assert torch.allclose(ref["pixel_values_videos"][0].half(), pixels[0]), "pixel cache differs"
 
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embed" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embed" not in n)]
+    heads, targets = None, None
+    if a.tower_weight:
+        heads, targets = tower_targets(model, train)
+    params = [*model.named_parameters(), *(heads.named_parameters() if heads else [])]
+    decay = [p for n, p in params if p.ndim >= 2 and "embed" not in n]
+    no_decay = [p for n, p in params if not (p.ndim >= 2 and "embed" not in n)]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": a.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=a.lr, betas=(0.9, 0.98),
@@ -310,11 +344,18 @@ def main(argv: list[str] | None = None) -> int:
         for g in opt.param_groups:
             g["lr"] = lr_at(step - 1)
         idx = rng.integers(len(train), size=a.batch)
-        ids, mask, w = collate([build_sequence(tok, train[i], rng, n_video, a.dir_weight) for i in idx])
+        ids, mask, w = collate([build_sequence(tok, train[i], rng, n_video, a.dir_weight, a.turns,
+                                               config.text_config.max_position_embeddings) for i in idx])
         logits = model(input_ids=ids, attention_mask=mask, pixel_values_videos=pixels[idx].float()).logits
         vocab = logits.shape[-1]
         ce = F.cross_entropy(logits[:, :-1].reshape(-1, vocab), ids[:, 1:].reshape(-1), reduction="none")
         loss = (ce * w[:, :-1].reshape(-1)).sum() / w.sum()
+        if heads is not None:  # the tower runs a second time for its own states: it is a small share of a step
+            states = model.model.video_tower(pixels[idx].float().flatten(0, 1), output_hidden_states=True)
+            patch_t, frame_t = targets
+            tower_loss, _ = heads.loss(states.hidden_states[config.vision_feature_layer],
+                                       patch_t[idx].flatten(0, 1), frame_t[idx].flatten(0, 1), brief_weight=1.0)
+            loss = loss + a.tower_weight * tower_loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -63,6 +63,7 @@ TEXT_ROOM = 32  # prompt tokens besides the video's, first turn
 class LongArgs:
     out: str = "runs/demo-long-frozen-tower"  # not samples/: the shipped demo-long comes from train_long.py
     init: str = str(HERE / "demo-model")  # tokenizer, processor and the LLM's first 4 layers
+    resume: str = ""  # a checkpoint of this recipe (same tower cache) to continue from: its projector and LLM
     seed: int = 0
     long_clips: int = 600
     erase_clips: int = 200  # the first N long clips are also cached with their events erased
@@ -117,6 +118,10 @@ def build(a: LongArgs) -> tuple[VideoLlavaForConditionalGeneration, VideoLlavaPr
         torch.nn.init.zeros_(layer.self_attn.o_proj.weight)
         torch.nn.init.zeros_(layer.mlp.down_proj.weight)
     model.generation_config = old.generation_config
+    if a.resume:  # the tower comes from the feature cache either way; the rest continues where that run stopped
+        prev = VideoLlavaForConditionalGeneration.from_pretrained(a.resume).state_dict()
+        model.load_state_dict({k: v for k, v in prev.items() if "video_tower" not in k and "image_tower" not in k},
+                              strict=False)
     processor = VideoLlavaProcessor.from_pretrained(a.init)
     processor.patch_size = a.patch
     return model, processor
