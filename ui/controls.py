@@ -38,8 +38,7 @@ def parse_k(value, n_layers: int) -> int:
     return int(k)
 
 
-SAMPLER_INFO = ("uniform: evenly spaced frames · content: spends the frame budget where consecutive frames "
-                "differ, keeping a uniform floor")
+SAMPLER_INFO = "uniform: evenly spaced · content: more frames where they differ, over a uniform floor"
 
 
 def parse_sampler(value: str | None, default: str) -> str:
