@@ -118,6 +118,19 @@ def write_clip(
     return path
 
 
+def write_event_clip(path: str | Path) -> Path:
+    """A 30-40 s synthetic scene (videoqa.synth.long) with a brief event that 8 uniform frames miss: the
+    content sampler moves frames onto it, so its frame times differ from uniform ones."""
+    from videoqa.synth import long, short
+
+    seed = 0
+    while True:
+        scene = long.make_scene(np.random.default_rng([25, seed]), f"event{seed}")
+        if 30 <= scene.duration_s <= 40 and not long.resolved(scene, 8):
+            return short.write_mp4(long.render(scene), path, fps=scene.fps)
+        seed += 1
+
+
 def write_empty(path: str | Path) -> Path:
     path = Path(path)
     path.write_bytes(b"")

@@ -133,7 +133,9 @@ def test_phone_puts_clip_examples_and_question_first_and_keeps_the_page_short(ph
     answered_with_stats(phone)
     expect(phone.locator("#stats table")).to_be_hidden()  # the stats are one line, opened on demand
     assert box(phone, "#heatmaps")["top"] - box(phone, "#chat")["bottom"] < 400  # heatmaps right under the chat
-    assert page_height(phone) < 3400  # was ~4,200 px, with the upload box and examples at the bottom
+    # was ~4,200 px, with the upload box and examples at the bottom; 3,340 before the Frame sampler control
+    # (issue 25), which adds ~125 px to the settings (3,465)
+    assert page_height(phone) < 3500
 
 
 def test_phone_compare_shows_one_method_per_row(phone, clips):

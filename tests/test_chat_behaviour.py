@@ -3,14 +3,22 @@ Each test names the issue's item it covers. Layout and looks are tested in test_
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
 import socket
 from pathlib import Path
 
+import numpy as np
 import pytest
-from clipgen import write_clip
+from clipgen import write_clip, write_event_clip
 from gradio_client import Client, handle_file
 from test_ui import text_of  # the one reader of what a chat message shows
 from videoqa.ui.app import build_app, launch
+
+from videoqa.model_card import CARD_FILE, SAMPLERS
+from videoqa.pipeline import VideoQA
+from videoqa.pruning import PruneConfig
 
 
 def free_port() -> int:
@@ -43,9 +51,10 @@ def texts(chat: list[dict]) -> list[str]:
     return [text_of(m) for m in chat]
 
 
-def ask(client: Client, question: str, method="fastv", k=2, r="0.5", frames=0, scores=False):
-    """(chat, heatmaps, stats) once the answer is complete."""
-    return client.predict(question, method, k, r, frames, scores, api_name="/ask")
+def ask(client: Client, question: str, method="fastv", k=2, r="0.5", frames=0, scores=False, sampler=None):
+    """(chat, heatmaps, stats) once the answer is complete. `sampler` None: the control's default."""
+    extra = () if sampler is None else (sampler,)
+    return client.predict(question, method, k, r, frames, scores, *extra, api_name="/ask")
 
 
 def load(client: Client, path: Path) -> list[dict]:
@@ -201,3 +210,78 @@ def test_stats_say_an_ignored_r_and_show_enough_digits(client, clip):
     _, _, stats = ask(client, "What colour?", method="fastv", r="0.999")
     row = next(line for line in stats.splitlines() if line.startswith("| R "))
     assert "0.999" in row and "1.00" not in row  # before: "1.00 (set by you)"
+
+
+# -- issue 25 item 2: the frame sampler -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def event_clip(tmp_path_factory) -> Path:
+    """A 30-40 s clip whose change is concentrated in a brief event 8 uniform frames miss."""
+    return write_event_clip(tmp_path_factory.mktemp("sampler") / "event.mp4")
+
+
+def frame_times(gallery: list[dict]) -> list[float]:
+    """The time in each heatmap's caption ("#3 · 1.25 s · kept …")."""
+    return [float(re.search(r"· (\d+(?:\.\d+)?) s", g["caption"]).group(1)) for g in gallery]
+
+
+def test_the_sampler_control_places_frames_as_the_library_does_and_the_captions_say_when(client, event_clip,
+                                                                                        tiny_qa):
+    load(client, event_clip)
+    q = "What happens?"
+    direct = tiny_qa.ask(event_clip, q, prune=PruneConfig("fastv", 2, 0.5), sampler="content")
+    n, fps = direct.clip.info.total_frames, direct.clip.info.fps
+    evenly = np.linspace(0, (n - 1) / fps, 8)  # Video-LLaVA's frames: evenly spaced, to the frame
+    assert direct.stats.sampler == "content" and direct.clip.timestamps != pytest.approx(evenly, abs=1 / fps)
+
+    _, gallery, stats = ask(client, q, sampler="content")
+    assert frame_times(gallery) == pytest.approx(direct.clip.timestamps, abs=0.006)  # captions: 2 decimals
+    summary = stats.splitlines()[0]
+    assert "(content sampler)" in summary, summary  # the one line shown names the sampler
+    assert "content" in next(line for line in stats.splitlines() if line.startswith("| frames "))
+
+    _, gallery, stats = ask(client, q, sampler="uniform")
+    assert frame_times(gallery) == pytest.approx(evenly, abs=1 / fps)
+    assert "(uniform sampler)" in stats.splitlines()[0]
+
+
+def test_an_unknown_sampler_gets_a_message_in_the_chat_and_in_compare(client, clip):
+    load(client, clip)
+    chat, _, _ = ask(client, "What colour is it?", sampler="scenes")
+    last = texts(chat)[-1]
+    assert last.startswith("⚠️") and "'scenes'" in last and all(s in last for s in SAMPLERS), last
+    status, *_ = client.predict("What colour is it?", 2, "0.5", 0, False, "scenes", api_name="/compare")
+    assert status.startswith("⚠️") and "'scenes'" in status and "Nothing was compared" in status, status
+
+
+def test_compare_samples_frames_with_the_chosen_sampler(client, event_clip):
+    load(client, event_clip)
+    status, *per_method = client.predict("What happens?", 2, "0.5", 0, False, "content", api_name="/compare")
+    assert status.startswith("Compared"), status
+    assert all("(content sampler)" in summary for summary in per_method[2::3]), per_method[2::3]
+
+
+def test_the_sampler_control_starts_at_the_models_own_sampler(served, tiny_qa, tiny_model_dir, tmp_path, event_clip):
+    app, _ = served
+    control = next(b for b in app.blocks.values() if getattr(b, "elem_id", None) == "sampler")
+    assert control.label == "Frame sampler" and [v for _, v in control.choices] == list(SAMPLERS)
+    assert control.value == tiny_qa.sampler == "uniform"
+    assert "evenly spaced" in control.info and "differ" in control.info and "floor" in control.info
+
+    folder = tmp_path / "content-model"  # a model whose card names the content sampler
+    shutil.copytree(tiny_model_dir, folder)
+    (folder / CARD_FILE).write_text(json.dumps({"policy": {"sampler": "content"}}))
+    qa = VideoQA.from_pretrained(str(folder), prune=PruneConfig("fastv", 2, 0.5), max_new_tokens=2)
+    app = build_app(qa, samples_dir=None)
+    _, url, _ = launch(app, port=free_port(), samples_dir=None, block=False)
+    try:
+        control = next(b for b in app.blocks.values() if getattr(b, "elem_id", None) == "sampler")
+        assert control.value == "content"
+        c = Client(url, verbose=False, download_files=False)
+        load(c, event_clip)
+        _, gallery, stats = ask(c, "What happens?")  # the control left as it is
+        want = qa.ask(event_clip, "What happens?").clip.timestamps
+        assert "(content sampler)" in stats.splitlines()[0]
+        assert frame_times(gallery) == pytest.approx(want, abs=0.006)
+    finally:
+        app.close()

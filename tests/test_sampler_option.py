@@ -8,8 +8,8 @@ import json
 import pickle
 import shutil
 
-import numpy as np
 import pytest
+from clipgen import write_event_clip
 
 from videoqa.batch.ray_engine import _decode_row
 from videoqa.batch.shipped import shipped_rows
@@ -20,7 +20,6 @@ from videoqa.errors import InputError
 from videoqa.model_card import CARD_FILE, SAMPLERS
 from videoqa.pipeline import VideoQA
 from videoqa.pruning import PruneConfig
-from videoqa.synth import long, short
 from videoqa.video import sample
 from videoqa.video import sample_frames as decode
 
@@ -28,14 +27,7 @@ from videoqa.video import sample_frames as decode
 @pytest.fixture(scope="module")
 def event_clip(tmp_path_factory):
     """A 30-40 s clip with a brief event 8 uniform frames miss: there content frames differ from uniform ones."""
-    seed = 0
-    while True:
-        scene = long.make_scene(np.random.default_rng([25, seed]), f"event{seed}")
-        if 30 <= scene.duration_s <= 40 and not long.resolved(scene, 8):
-            break
-        seed += 1
-    folder = tmp_path_factory.mktemp("sampler")
-    path = short.write_mp4(long.render(scene), folder / "event.mp4", fps=scene.fps)
+    path = write_event_clip(tmp_path_factory.mktemp("sampler") / "event.mp4")
     assert decode(path, 8, sampler="content").indices != decode(path, 8).indices
     return path
 

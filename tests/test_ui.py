@@ -349,7 +349,7 @@ def test_api_endpoints_and_outputs_are_named(client):
         for item in endpoint["parameters"] + endpoint["returns"]:
             assert item["label"] and not re.fullmatch(r"value_\d+", item["label"]), (name, item)
     assert [p["parameter_name"] for p in api["/ask"]["parameters"]] == [
-        "question", "method", "k", "r", "frames", "show_scores"]
+        "question", "method", "k", "r", "frames", "show_scores", "sampler"]
     assert [r["label"] for r in api["/ask"]["returns"]] == ["Chat", "Kept visual tokens per frame", "Answer stats"]
     returns = [r["label"] for r in api["/compare"]["returns"]]
     assert returns[0] == "Compare status"

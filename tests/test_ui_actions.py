@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from clipgen import write_clip, write_corrupt
+from clipgen import write_clip, write_corrupt, write_event_clip
 from videoqa.ui.actions import ChatActions
 from videoqa.ui.session import ChatSession, shown_text
 
@@ -148,6 +148,27 @@ def test_fastvid_in_the_chat_keeps_positions_and_shades_merged_patches(actions, 
     stats = next(o["stats"] for o in reversed(outputs) if o.get("stats"))
     n_merged = direct.kept.to_dict()["n_merged_dropped"]
     assert f"{direct.kept.n_kept} kept (10.0%), {n_merged} more merged into them" in stats
+
+
+def test_queued_questions_keep_their_own_sampler_and_retry_takes_the_current_one(actions, tiny_qa, tmp_path):
+    event = write_event_clip(tmp_path / "event.mp4")
+    s = loaded(actions, event)
+    q1, q2 = "What happens?", "And then?"
+    actions.enqueue(q1, s, "fastv", 2, "0.5", 0, False, "content")
+    actions.enqueue(q2, s, "fastv", 2, "0.5", 0, False, "uniform")  # asked before the first is answered
+    list(actions.run(s))
+    a1 = tiny_qa.ask(event, q1, prune=FASTV, sampler="content")
+    a2 = tiny_qa.ask(event, q2, history=[(q1, a1.text)], prune=FASTV, sampler="uniform")
+    assert a1.clip.indices != a2.clip.indices  # the two samplers place this clip's frames differently
+    assert [(r["video"]["sampler"], r["video"]["indices"]) for r in s.records()] == [
+        ("content", a1.clip.indices), ("uniform", a2.clip.indices)]
+    assert shown(s)[1:] == [q1, a1.text, q2, a2.text]
+    actions.retry(s, "fastv", 2, "0.5", 0, False, "content")
+    list(actions.run(s))
+    assert s.records()[-1]["video"]["indices"] == a1.clip.indices
+    assert actions.enqueue(q1, s, "fastv", 2, "0.5", 0, False)["chat"]  # no sampler given: the model's own
+    list(actions.run(s))
+    assert s.records()[-1]["video"]["sampler"] == tiny_qa.sampler
 
 
 def test_outputs_are_wired_by_name_not_by_position():

@@ -26,7 +26,7 @@ from videoqa.errors import Cancelled, VideoQAError
 from videoqa.heatmap import render_heatmaps
 from videoqa.pruning import REGISTRY, PruneConfig
 
-from .controls import gallery_files, parse_k, parse_r
+from .controls import gallery_files, parse_k, parse_r, parse_sampler
 from .media import VIDEO_EXTENSIONS, Example, preview, sweep_cache
 from .model_info import describe
 from .present import (
@@ -151,7 +151,8 @@ class ChatActions:
 
     # -- asking -----------------------------------------------------------------------------------------
 
-    def enqueue(self, question: str, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
+    def enqueue(self, question: str, session: ChatSession, method: str, k, r: str, frames, show_scores: bool,
+                sampler: str | None = None):
         """Put the question in the chat at once; it is answered by `run`. The box keeps the text when the
         question cannot be asked yet (no clip)."""
         question = (question or "").strip()
@@ -159,7 +160,7 @@ class ChatActions:
             return {"chat": session.chat(), "notice": "⚠️ Type a question first."}
         if session.clip is None:
             return {"chat": session.chat(), "notice": "⚠️ Upload a clip (or pick an example) first."}
-        session.add_question(question, Settings(method, k, str(r), frames, bool(show_scores)))
+        session.add_question(question, Settings(method, k, str(r), frames, bool(show_scores), sampler))
         return {"chat": session.chat(), "question": "", "stop": gr.update(interactive=True), "notice": "",
                 "export_file": _no_export()}
 
@@ -184,9 +185,9 @@ class ChatActions:
             return
         text, answer, clip = "", None, session.clip
         try:
-            cfg, frames = self.config(ex.settings)
+            cfg, frames, sampler = self.config(ex.settings)
             stream = self.qa.stream(clip, ex.question, history=session.history(ex), prune=cfg, frames=frames,
-                                    cancel=lambda: session.stopped(ex))
+                                    sampler=sampler, cancel=lambda: session.stopped(ex))
             try:
                 for item in stream:
                     if session.stopped(ex):
@@ -263,12 +264,13 @@ class ChatActions:
             self._next_sweep = time.monotonic() + self.max_age_s / 2
         return gallery_files(images, self.work_dir)
 
-    def config(self, s: Settings) -> tuple[PruneConfig, int | None]:
-        """The pruning the controls ask for; options without a control keep the server's defaults."""
+    def config(self, s: Settings) -> tuple[PruneConfig, int | None, str]:
+        """The pruning, frame count and frame sampler the controls ask for; options without a control keep the
+        server's defaults."""
         cfg = self.qa.prune.for_method(s.method)
         if s.k is not None and "k" in cfg.method_spec.option_names:  # the K box (empty: the default)
             cfg = replace(cfg, k=parse_k(s.k, self.qa.dims.n_layers))
-        return replace(cfg, r=parse_r(s.r)), int(s.frames or 0) or None
+        return replace(cfg, r=parse_r(s.r)), int(s.frames or 0) or None, parse_sampler(s.sampler, self.qa.sampler)
 
     def refused(self, typed: str, session: ChatSession):
         """The server's queue was full: the waiting questions go back into the box (before anything typed
@@ -288,7 +290,8 @@ class ChatActions:
         return {"chat": session.chat(), "notice": "", "stop": gr.update(interactive=False),
                 "export_file": _no_export()}
 
-    def retry(self, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
+    def retry(self, session: ChatSession, method: str, k, r: str, frames, show_scores: bool,
+              sampler: str | None = None):
         """Ask the last question again (with the current settings), replacing its answer."""
         if session.busy():
             return {"chat": session.chat(), "notice": "Still answering: press Stop first, then Retry."}
@@ -296,7 +299,7 @@ class ChatActions:
         if last is None:
             return {"chat": session.chat(), "notice": "Nothing to retry yet: ask a question first."}
         session.forget(last)
-        chat = self.enqueue(last.question, session, method, k, r, frames, show_scores)["chat"]
+        chat = self.enqueue(last.question, session, method, k, r, frames, show_scores, sampler)["chat"]
         return {"chat": chat, "stop": gr.update(interactive=True), "notice": "", "export_file": _no_export()}
 
     def clear(self, session: ChatSession):
@@ -323,20 +326,23 @@ class ChatActions:
 
     # -- API-only endpoints (one call each for clients; the page uses enqueue + run) ---------------------
 
-    def ask(self, question: str, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
+    def ask(self, question: str, session: ChatSession, method: str, k, r: str, frames, show_scores: bool,
+            sampler: str | None = None):
         """Ask one question and stream its answer. Yields the chat, heatmaps and stats (`ANSWER`) as they
         change; the last output holds all three."""
-        out = self.enqueue(question, session, method, k, r, frames, show_scores)
+        out = self.enqueue(question, session, method, k, r, frames, show_scores, sampler)
         yield from _with_final(out["chat"], self.run(session), out.get("notice"))
 
-    def retry_api(self, session: ChatSession, method: str, k, r: str, frames, show_scores: bool):
+    def retry_api(self, session: ChatSession, method: str, k, r: str, frames, show_scores: bool,
+                  sampler: str | None = None):
         """Ask the last question again with these settings; outputs as for ask."""
-        out = self.retry(session, method, k, r, frames, show_scores)
+        out = self.retry(session, method, k, r, frames, show_scores, sampler)
         yield from _with_final(out["chat"], self.run(session), out.get("notice"))
 
     # -- compare ----------------------------------------------------------------------------------------
 
-    def compare(self, question: str, session: ChatSession, k, r: str, frames, show_scores: bool):
+    def compare(self, question: str, session: ChatSession, k, r: str, frames, show_scores: bool,
+                sampler: str | None = None):
         """The same question answered with every method, one after the other. Yields a status line, then
         per method: answer, heatmaps, summary (kept tokens, FLOPs, time)."""
         n = len(self.methods)
@@ -350,7 +356,7 @@ class ChatActions:
         out[1:] = ["", None, ""] * n  # nothing left over from an earlier comparison
         try:  # settings every method would refuse: one message, not one per method
             for method in self.methods:
-                self.config(Settings(method, k, str(r), frames, bool(show_scores)))
+                self.config(Settings(method, k, str(r), frames, bool(show_scores), sampler))
         except VideoQAError as e:
             out[0] = f"⚠️ {reason(e)} Nothing was compared."
             yield _skip(out)
@@ -360,7 +366,8 @@ class ChatActions:
         for i, method in enumerate(self.methods):
             out[0] = f"Answering with **{method}** ({i + 1}/{n})…"
             yield _skip(out)
-            for text, gallery, summary in self._compare_one(clip, question, method, k, r, frames, show_scores):
+            settings = Settings(method, k, str(r), frames, bool(show_scores), sampler)
+            for text, gallery, summary in self._compare_one(clip, question, settings):
                 if session.epoch != epoch:
                     return  # a new clip meanwhile: this comparison is no longer wanted
                 out[1 + 3 * i: 4 + 3 * i] = [text, gallery, summary]
@@ -369,12 +376,12 @@ class ChatActions:
         out[0] = f"Compared {n} methods on “{session.clip_name}”: “{question}”. {answers_differ(answers)}"
         yield _skip(out)
 
-    def _compare_one(self, clip: str, question: str, method: str, k, r, frames, show_scores: bool):
+    def _compare_one(self, clip: str, question: str, settings: Settings):
         """Yields (answer so far, heatmaps, summary) for one method."""
-        text = ""
+        text, method, show_scores = "", settings.method, settings.show_scores
         try:
-            cfg, n_frames = self.config(Settings(method, k, str(r), frames, bool(show_scores)))
-            for item in self.qa.stream(clip, question, prune=cfg, frames=n_frames):
+            cfg, n_frames, sampler = self.config(settings)
+            for item in self.qa.stream(clip, question, prune=cfg, frames=n_frames, sampler=sampler):
                 if isinstance(item, str):
                     text += item
                     yield text, SKIP, SKIP

@@ -23,7 +23,7 @@ from videoqa.model import packaged_path
 from videoqa.pruning import REGISTRY
 
 from .actions import ANSWER, ChatActions
-from .controls import frames_that_fit, k_range, parse_r
+from .controls import SAMPLER_INFO, SAMPLERS, frames_that_fit, k_range, parse_r
 from .media import VIDEO_EXTENSIONS, list_examples, list_samples, sweep_cache
 from .model_info import ModelInfo, describe
 from .session import ChatSession
@@ -197,7 +197,7 @@ def _chat_tab(card: ModelInfo) -> dict:
 
 def _compare_tab(default_method: str) -> dict:
     ui = {"compare_answers": [], "compare_galleries": [], "compare_summaries": []}
-    gr.Markdown("The same question answered with every pruning method, side by side (K, R and frames "
+    gr.Markdown("The same question answered with every pruning method, side by side (K, R, frames and sampler "
                 "from the Pruning settings; no chat history). Under each frame: its number and the patches "
                 "kept of all (+ those merged into kept ones).")
     with gr.Row(elem_id="compare-ask"):
@@ -242,6 +242,9 @@ def _clip_panel(qa, examples) -> dict:
         most = frames_that_fit(qa, MAX_FRAMES)
         ui["frames"] = gr.Slider(0, most, value=min(qa.frames or 0, most), step=1, elem_id="frames",
                                  label=f"Frames (0 = default / auto; at most {most}: what fits the model's context)")
+        # Typed values allowed: Gradio would refuse another name with a bare error; the chat says what is wrong.
+        ui["sampler"] = gr.Dropdown(list(SAMPLERS), value=qa.sampler, label="Frame sampler", info=SAMPLER_INFO,
+                                    allow_custom_value=True, elem_id="sampler")
         ui["show_scores"] = gr.Checkbox(False, label="Colour patches by attention score", elem_id="show-scores")
     return ui
 
@@ -261,7 +264,7 @@ def _wire(ui: dict, actions: ChatActions) -> None:
     """The page's events. All private: API clients get the endpoints of `_wire_api`. Outputs are named: each
     event updates the components `names` lists, from the action's dict of the same names."""
     s = ui["session"]
-    settings = [ui["method"], ui["k"], ui["r"], ui["frames"], ui["show_scores"]]
+    settings = [ui["method"], ui["k"], ui["r"], ui["frames"], ui["show_scores"], ui["sampler"]]
     question = ui["question"]
     instant = {"queue": False, "show_progress": "hidden", "api_visibility": "private"}
 
@@ -325,7 +328,7 @@ def _wire_api(ui: dict, actions: ChatActions) -> None:
     `names` lists (by name: a page-only output such as the emptied upload box is left out). They are triggered
     by a hidden button the page never clicks."""
     s = ui["session"]
-    settings = [ui["method"], ui["k"], ui["r"], ui["frames"], ui["show_scores"]]
+    settings = [ui["method"], ui["k"], ui["r"], ui["frames"], ui["show_scores"], ui["sampler"]]
 
     def api(fn, inputs, names: tuple[str, ...] | None, **kwargs):
         outputs = _compare_outputs(ui) if names is None else [ui[n] for n in names]
@@ -343,7 +346,7 @@ def _wire_api(ui: dict, actions: ChatActions) -> None:
 
 
 def _compare_inputs(ui: dict) -> list:
-    return [ui["compare_question"], ui["session"], ui["k"], ui["r"], ui["frames"], ui["show_scores"]]
+    return [ui["compare_question"], ui["session"], ui["k"], ui["r"], ui["frames"], ui["show_scores"], ui["sampler"]]
 
 
 def _compare_outputs(ui: dict) -> list:

@@ -1,5 +1,6 @@
 """The chat's controls read as the library reads them: R, K (bounded by the model's layers), the Frames
-control's maximum (the context budget), and heatmap files written so a page never reads a half-written one."""
+control's maximum (the context budget), the frame sampler, and heatmap files written so a page never reads a
+half-written one."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import uuid
 from pathlib import Path
 
 from videoqa.errors import InputError
+from videoqa.model_card import SAMPLERS
 from videoqa.pruning import REGISTRY, Ratio
 from videoqa.pruning import parse_r as parse_ratio
 from videoqa.pruning.adaptive import max_frames_for_context
@@ -34,6 +36,19 @@ def parse_k(value, n_layers: int) -> int:
         raise InputError(f"K must be a whole number from {low} to {high} (the model has {n_layers} LLM layers), "
                          f"got {shown}")
     return int(k)
+
+
+SAMPLER_INFO = "uniform: evenly spaced · content: more frames where they differ, over a uniform floor"
+
+
+def parse_sampler(value: str | None, default: str) -> str:
+    """The Frame sampler control: one of SAMPLERS; empty means `default` (the model's own). Anything else is
+    an InputError naming it (the control accepts typed values, so the chat says what is wrong)."""
+    if value is None or not str(value).strip():
+        return default
+    if value not in SAMPLERS:
+        raise InputError(f"unknown frame sampler {value!r}; choose {' or '.join(SAMPLERS)}")
+    return value
 
 
 def gallery_files(images: list, out_dir: Path) -> list[tuple[str, str]]:

@@ -61,7 +61,7 @@ def format_stats(answer, follow_up: bool = False) -> str:
         r_line += f" ⚠️ {warning}"
     merged = f", {len(k.merged_dropped())} more merged into them" if k.absorbed is not None else ""
     rows = [
-        ("frames", f"{s.frames} sampled ({s.t_sample:.3f} s to decode)"),
+        ("frames", f"{s.frames} sampled by the {s.sampler} sampler ({s.t_sample:.3f} s to decode)"),
         ("visual tokens", f"{k.n_visual} → {k.n_kept} kept ({share:.1f}%){merged}"),
         ("method", f"{k.method}, {where_pruned(k.layer)}"),
         ("R (dropped share)", r_line),
@@ -79,10 +79,12 @@ def format_stats(answer, follow_up: bool = False) -> str:
 
 
 def summary_line(answer) -> str:
-    """One method's result in compare mode: kept tokens, FLOPs, time."""
+    """One answer in a line (the chat's stats line, each method's in compare mode): kept tokens, the frames and
+    the sampler that placed them (its frame times are in the heatmaps' captions), FLOPs, time."""
     k, fl, s = answer.kept, answer.flops, answer.stats
     return (f"**{k.n_kept}/{k.n_visual}** visual tokens kept ({where_pruned(k.layer)}, R={format_r(k.r)}) · "
-            f"**FLOPs {fl.ratio:.3f}×** of unpruned · prefill {s.t_prefill:.3f} s · "
+            f"{s.frames} frames ({s.sampler} sampler) · **FLOPs {fl.ratio:.3f}×** of unpruned · "
+            f"prefill {s.t_prefill:.3f} s · "
             f"{s.new_tokens} token{'s' if s.new_tokens != 1 else ''} in {s.t_total:.3f} s")
 
 

@@ -38,6 +38,7 @@ class Settings:
     r: str
     frames: float
     show_scores: bool
+    sampler: str | None = None  # None or empty: the model's own
 
 
 @dataclass
