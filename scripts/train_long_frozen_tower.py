@@ -57,6 +57,7 @@ from videoqa.tiny import VIDEO_ID  # noqa: E402
 
 HERE = Path(__file__).resolve().parents[1] / "samples"
 TEXT_ROOM = 32  # prompt tokens besides the video's, first turn
+SHORT_FRAMES = [int(i) for i in np.linspace(0, synth.CLIP_FRAMES - 1, 8).astype(int)]  # the 8 frames sampled
 
 
 @dataclass
@@ -82,6 +83,7 @@ class LongArgs:
     add_layers: int = 4
     min_frames: int = 8
     steps: int = 2400
+    stop_at: int = 0  # end after this step (the schedule still runs to --steps): how the first stage was cut
     tokens_per_step: int = 4000
     curriculum: float = 0.15
     window_frac: float = 0.2
@@ -93,6 +95,8 @@ class LongArgs:
     weight_decay: float = 0.01
     dir_weight: float = 2.0
     event_weight: float = 2.0
+    proj_weight: float = 0.0  # the tower's per-patch/[CLS] targets also on the projector's output (the LLM's input)
+    proj_frames: int = 64  # frames of a step that objective sees
     eval_every: int = 600
     max_minutes: float = 80.0
     threads: int = 1
@@ -176,6 +180,7 @@ class Data:
         self.a, self.tok, self.tpf = a, tok, tpf
         self.long, self.feats, self.erased = long_train, feats, erased
         self.short, self.short_feats = short_train, short_feats
+        self.shown, self.targets = [], {}
         self.max_frames = (a.context - TEXT_ROOM) // tpf
         self.counts = np.arange(a.min_frames, self.max_frames + 1)
         cost = self.counts * tpf + 80.0
@@ -185,14 +190,17 @@ class Data:
         erase = c < len(self.erased) and rng.random() < self.a.erase_frac
         scene = self.long[c]
         feats = (self.erased[c] if erase else self.feats[c])[idx]
+        self.shown.append((synth_long.erased(scene) if erase else scene, idx))
         qas = questions(scene, rng, idx, erase, direction)
         return sequence(self.tok, qas, len(idx) * self.tpf, self.a, rng), feats
 
     def step(self, step: int, rng):
         a = self.a
+        self.shown = []  # (scene as shown, frame numbers) of each sequence: what frame_targets needs
         if rng.random() < a.short_frac:
             n = a.tokens_per_step // (8 * self.tpf + 60)
             pick = rng.integers(len(self.short), size=n)
+            self.shown = [(self.short[i], SHORT_FRAMES) for i in pick]
             return ([sequence(self.tok, questions(self.short[i], rng, None, False), 8 * self.tpf, a, rng)
                      for i in pick], [self.short_feats[i] for i in pick], "short")
         if step <= a.curriculum * a.steps or rng.random() < a.window_frac:
@@ -206,6 +214,22 @@ class Data:
         for c in rng.integers(len(self.long), size=n):
             views.append(self._view(int(c), synth_long.sample_indices(self.long[c].n_frames, f), rng, True))
         return [v[0] for v in views], [v[1] for v in views], f"{f} frames"
+
+
+    def frame_batch(self, feats: list[torch.Tensor], rng, k: int, grid: int):
+        """k random frames of this step's sequences: (features [k, tokens, d], per-patch and frame targets)."""
+        where = [(s, j) for s, f in enumerate(feats) for j in range(len(f))]
+        x, pt, ft = [], [], []
+        for w in rng.choice(len(where), size=min(k, len(where)), replace=False):
+            s, j = where[w]
+            scene, idx = self.shown[s]
+            key = (scene.name, len(getattr(scene, "events", ())), idx[j])
+            if key not in self.targets:
+                self.targets[key] = lt.frame_targets(scene, idx[j], grid)
+            x.append(feats[s][j])
+            pt.append(self.targets[key][0])
+            ft.append(self.targets[key][1])
+        return torch.stack(x), torch.from_numpy(np.stack(pt)), torch.tensor(ft, dtype=torch.float32)
 
 
 def featurise(model, processor, scenes, cache: Path, erase: bool = False) -> list[torch.Tensor]:
@@ -318,6 +342,10 @@ def main(argv: list[str] | None = None) -> int:
         if g is None:
             groups.append(g := {"params": [], "scale": scale, "weight_decay": decay})
         g["params"].append(p)
+    heads = lt.TowerHeads(model.config.text_config.hidden_size) if a.proj_weight else None
+    if heads is not None:
+        groups.append({"params": list(heads.parameters()), "scale": 1.0, "weight_decay": 0.0})
+    grid = model.config.vision_config.image_size // a.patch
     opt = torch.optim.AdamW(groups, lr=a.lr, betas=(0.9, 0.98))
 
     lr_at = td.warmup_cosine(a.lr, a.warmup, a.steps, floor=0.05)
@@ -335,6 +363,10 @@ def main(argv: list[str] | None = None) -> int:
         logits = forward(model, ids, feats)
         ce = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none")
         loss = (ce * w[:, :-1].reshape(-1)).sum() / w.sum()
+        if heads is not None:  # keep what the tower found (shape above all) plain in what the LLM reads
+            x, pt, ft = d.frame_batch(feats, rng, a.proj_frames, grid)
+            proj_loss, _ = heads.loss(model.model.multi_modal_projector(x.float()), pt, ft, a.brief_weight)
+            loss = loss + a.proj_weight * proj_loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], 1.0)
@@ -344,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         if step % 50 == 0:
             log(f"step {step} loss {np.mean(losses[-50:]):.4f} lr {lr_at(step):.2e} {elapsed / step:.2f}s/step "
                 f"sequences {kinds}")
-        out_of_time = elapsed > a.max_minutes * 60
+        out_of_time = elapsed > a.max_minutes * 60 or step == a.stop_at
         if step % a.eval_every == 0 or step == a.steps or out_of_time:
             ev = evaluate(model, tok, tpf, val, counts)
             history.append({"step": step, "minutes": elapsed / 60, **ev})
@@ -361,7 +393,8 @@ def main(argv: list[str] | None = None) -> int:
                 td.save(model, processor, out, info)
                 log(f"  saved {out} (step {step})")
         if out_of_time:
-            log(f"stopping at step {step}: time limit {a.max_minutes} min")
+            why = "--stop-at" if step == a.stop_at else f"time limit {a.max_minutes} min"
+            log(f"stopping at step {step}: {why}")
             break
     log("done")
     return 0

@@ -117,6 +117,23 @@ def test_the_sweep_writes_its_choice_into_the_card(carded):
     assert (carded / CARD_FILE).read_text() == before
 
 
+def test_a_content_sampler_variant_writes_its_sampler_into_the_card(carded):
+    from videoqa.bench.long import RowResult
+    from videoqa.bench.long_sweep import VARIANTS, sweep_rows, write_choice
+
+    assert {v[6] for v in VARIANTS if len(v) > 6} == {"content"}  # the sweep tries the content sampler
+    rows = sweep_rows([(3.0, 0.25, 0.9, 2, 0.0, 0.5), (3.0, 0.25, 0.9, 2, 0.0, 0.5, "content")])
+    assert [r.sampler for r in rows[2:]] == ["uniform", "content"] and "content sampler" in rows[3].label
+
+    def result(long_):
+        return RowResult("r", {"all": (90 + long_, 200), "≤10 s": (90, 100), ">30 s": (long_, 100)},
+                         {}, 0.0, {"all": 0.9, "≤10 s": 0.9, ">30 s": 0.9}, {}, 0.0, 0)
+
+    write_choice(carded, rows, [result(50), result(50), result(60), result(70)], "a test")
+    assert read_card(carded).policy["sampler"] == "content"
+    assert policy_of(str(carded)).sampler == "content"
+
+
 def test_bench_run_folders_follow_the_cards_constants(carded, tiny_model_dir):
     from videoqa.bench.long import Row
 

@@ -21,7 +21,9 @@ from .long import BUCKETS, MAX_NEW, SPLIT_CLIPS, Row, RowResult, evaluate_rows, 
 # resolves the split's events (24 frames see every event of a 60 s clip) and the FastV layers an 8-layer model
 # allows under the FLOPs cap (K=2 caps a 60 s clip at 18 frames, K=1 at 25); the exponent, r_max and the floor
 # vary one at a time around 2 s per frame. Then fewer frames (4 and 6 s per frame: a 60 s clip gets 15 and
-# 10), and a lighter pruning of the 8 frames short clips get (base R 0.25). Each row is one pass over the split.
+# 10), and a lighter pruning of the 8 frames short clips get (base R 0.25); last, the content-aware sampler
+# (videoqa/video/changes.py) at three rates, to be the default only if it wins. Each row is one pass over the split.
+# A variant is (s/frame, γ, r_max, K, floor, base R[, sampler]).
 VARIANTS = [
     (spf, 0.25, 0.9, k, 0.0, 0.5) for spf in (1.5, 2.0, 3.0) for k in (1, 2)
 ] + [
@@ -34,17 +36,20 @@ VARIANTS = [
     (spf, 0.25, 0.9, 2, 0.0, 0.5) for spf in (4.0, 6.0)
 ] + [
     (spf, 0.25, 0.9, 2, 0.0, 0.25) for spf in (3.0, 6.0)
+] + [
+    (spf, 0.25, 0.9, 2, 0.0, 0.5, "content") for spf in (2.0, 3.0, 6.0)
 ]
 
 
 def sweep_rows(variants: list[tuple] | None = None) -> list[Row]:
     rows = [Row("8 frames, unpruned", PruneConfig(method="none"), 8),
             Row("8 frames, FastV R=0.5", PruneConfig(method="fastv", k=2, r=0.5), 8)]
-    for spf, gamma, r_max, k, floor, base_r in variants or VARIANTS:
+    for spf, gamma, r_max, k, floor, base_r, *sampler in variants or VARIANTS:
         policy = replace(AdaptivePolicy(), seconds_per_frame=spf, budget_exponent=gamma, r_max=r_max, base_r=base_r)
         label = f"s/frame {spf:g}, γ {gamma:g}, r_max {r_max:g}, K {k}, floor {floor:g}"
-        rows.append(Row(label + (f", base R {base_r:g}" if base_r != 0.5 else ""),
-                        PruneConfig(method="fastv", k=k, r="auto", frame_floor=floor), "auto", policy))
+        label += (f", base R {base_r:g}" if base_r != 0.5 else "") + (f", {sampler[0]} sampler" if sampler else "")
+        rows.append(Row(label, PruneConfig(method="fastv", k=k, r="auto", frame_floor=floor), "auto", policy,
+                        sampler=sampler[0] if sampler else "uniform"))
     return rows
 
 
