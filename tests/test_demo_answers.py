@@ -42,3 +42,21 @@ def test_cli_main_command_answers(capsys):
     q = next(q for q in sample_questions() if q["type"] == "direction")
     assert main(["ask", str(CLIPS / q["video"]), q["question"], "--model", "demo"]) == 0
     assert capsys.readouterr().out.strip().lower() == q["answer"]
+
+
+@pytest.mark.parametrize("video", ["orange_circle_right.mp4", "blue_triangle_down.mp4"])
+def test_a_30_turn_conversation_keeps_its_answers(demo, video):
+    """A chat that keeps asking about one clip (the model sees its own earlier answers, as in the web chat) gets
+    the same right answer at turn 30 as at turn 1: the history must not talk the model out of what it sees."""
+    truth = {q["type"]: q["answer"] for q in sample_questions() if q["video"] == video}
+    asked = [("colour", "What colour is the shape?"), ("shape", "What shape is it?"),
+             ("direction", "Which direction does it move?")]
+    history, wrong = [], []
+    for turn in range(30):
+        qtype, question = asked[turn % 3]
+        answer = demo.ask(CLIPS / video, question, history=history, prune=PruneConfig(method="fastv", r="auto"))
+        assert answer.stats.frames == 8 and answer.stats.history_dropped == 0  # the history costs no frames here
+        if answer.text.strip(" .").lower() != truth[qtype]:
+            wrong.append((turn, qtype, answer.text))
+        history.append((question, answer.text))
+    assert not wrong, wrong
