@@ -68,6 +68,8 @@ class LongArgs:
     seed: int = 0
     long_clips: int = 600
     erase_clips: int = 200  # the first N long clips are also cached with their events erased
+    extra_clips: int = 0  # more long clips (the train stream's next ones) featurised by the cached tower; every
+    # other one also erased. Added to a run that had begun to memorise its clips (train loss falling, validation flat)
     short_clips: int = 1000
     val_long: int = 30
     val_short: int = 30
@@ -178,7 +180,8 @@ class Data:
 
     def __init__(self, a, tok, tpf, long_train, feats, erased, short_train, short_feats):
         self.a, self.tok, self.tpf = a, tok, tpf
-        self.long, self.feats, self.erased = long_train, feats, erased
+        self.long, self.feats = long_train, feats
+        self.erased = erased if isinstance(erased, dict) else dict(enumerate(erased))  # clip index -> features
         self.short, self.short_feats = short_train, short_feats
         self.shown, self.targets = [], {}
         self.max_frames = (a.context - TEXT_ROOM) // tpf
@@ -187,7 +190,7 @@ class Data:
         self.p_count = cost / cost.sum()  # a step of count F holds ~1/cost sequences: equal sequences per count
 
     def _view(self, c: int, idx: list[int], rng, direction: bool):
-        erase = c < len(self.erased) and rng.random() < self.a.erase_frac
+        erase = c in self.erased and rng.random() < self.a.erase_frac
         scene = self.long[c]
         feats = (self.erased[c] if erase else self.feats[c])[idx]
         self.shown.append((synth_long.erased(scene) if erase else scene, idx))
@@ -243,12 +246,32 @@ def val_scenes(a: LongArgs) -> tuple[list, list]:
     return synth.make_split("train", 19000 + a.val_short, a.seed)[19000:], synth_long.val_scenes(a.val_long, a.seed)
 
 
-def prepare(a: LongArgs, model, processor, cache: Path, log) -> dict:
-    """Stage 1 (tower) and the feature caches; loaded from `cache` when this configuration made them."""
+def cache_file(a: LongArgs, cache: Path) -> Path:
+    """Where stage 1 (the tower) and its features are cached: named by the settings that make them."""
     names = ("seed", "long_clips", "erase_clips", "short_clips", "val_long", "val_short", "patch", "tower_clips",
              "tower_short", "tower_steps", "tower_batch", "tower_lr", "brief_weight", "pos_weight")
     key = json.dumps({k: v for k, v in asdict(a).items() if k in names and (k != "pos_weight" or v)}, sort_keys=True)
-    file = cache / f"features_{hashlib.sha1(key.encode()).hexdigest()[:10]}.pt"
+    return cache / f"features_{hashlib.sha1(key.encode()).hexdigest()[:10]}.pt"
+
+
+def extra_features(a: LongArgs, model, processor, cache: Path, log) -> tuple[list, list, dict]:
+    """(scenes, features, {index among them: erased features}) of the --extra-clips, by the cached tower."""
+    scenes = synth_long.make_split("train", a.long_clips + a.extra_clips, a.seed)[a.long_clips:]
+    file = cache_file(a, cache).with_suffix(f".extra{a.extra_clips}.pt")
+    if not file.exists():
+        t0 = time.time()
+        feats = featurise(model, processor, scenes, cache)
+        erased = dict(zip(range(0, len(scenes), 2), featurise(model, processor, scenes[::2], cache, erase=True),
+                          strict=True))
+        torch.save({"feats": feats, "erased": erased}, file)
+        log(f"extra clips: {len(scenes)} featurised in {time.time() - t0:.0f}s")
+    data = torch.load(file)
+    return scenes, data["feats"], data["erased"]
+
+
+def prepare(a: LongArgs, model, processor, cache: Path, log) -> dict:
+    """Stage 1 (tower) and the feature caches; loaded from `cache` when this configuration made them."""
+    file = cache_file(a, cache)
     tower = model.model.video_tower
     if file.exists():
         data = torch.load(file)
@@ -324,9 +347,14 @@ def main(argv: list[str] | None = None) -> int:
     check_forward(model, processor, val["long"][0], val["feats"][0])
     long_train = synth_long.make_split("train", a.long_clips, a.seed)
     short_train = synth.make_split("train", a.short_clips, a.seed)
-    d = Data(a, tok, tpf, long_train, data["feats"], data["erased"], short_train, data["short_feats"])
+    feats, erased = data["feats"], dict(enumerate(data["erased"]))
+    if a.extra_clips:
+        more, more_feats, more_erased = extra_features(a, model, processor, cache, log)
+        erased |= {len(long_train) + i: f for i, f in more_erased.items()}
+        long_train, feats = long_train + more, feats + more_feats
+    d = Data(a, tok, tpf, long_train, feats, erased, short_train, data["short_feats"])
     counts = sorted({8, 24, d.max_frames})
-    log(f"data ready: {len(long_train)} long clips ({len(data['erased'])} also erased), {len(short_train)} short; "
+    log(f"data ready: {len(long_train)} long clips ({len(erased)} also erased), {len(short_train)} short; "
         f"frame counts {a.min_frames}..{d.max_frames}, {tpf} tokens a frame")
 
     n_old = model.config.text_config.num_hidden_layers - a.add_layers
