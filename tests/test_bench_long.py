@@ -160,7 +160,8 @@ def test_reads_the_event_is_what_asking_both_clips_gives(reads_split, tmp_path):
         for q in questions:
             a = answers[q["question_id"]]
             scene = by_name[q["video_name"]]
-            said = qa.ask(root / "videos" / f"{scene.name}.mp4", q["question"], prune=none, frames=frames).text
+            said = qa.ask(root / "videos" / f"{scene.name}.mp4", q["question"], prune=none, frames=frames,
+                          sampler="uniform").text
             right = said.strip(" .").lower() == a["answer"]
             if a["type"] == "direction":
                 direction = [direction[0] + right, direction[1] + 1]
@@ -168,7 +169,7 @@ def test_reads_the_event_is_what_asking_both_clips_gives(reads_split, tmp_path):
             blind_right = blind[a["type"]] == a["answer"]
             if synth_long.shows(scene, synth_long.sample_indices(scene.n_frames, frames)):
                 other = qa.ask(erased_root / "videos" / f"{scene.name}.mp4", q["question"], prune=none,
-                               frames=frames).text
+                               frames=frames, sampler="uniform").text
                 changed = other.strip(" .").lower() != said.strip(" .").lower()
                 want.shown, want.right_shown, want.blind_shown = (want.shown + 1, want.right_shown + right,
                                                                    want.blind_shown + blind_right)

@@ -13,7 +13,7 @@ from videoqa.pipeline import VideoQA
 from videoqa.pruning import PruneConfig
 
 CLIPS = REPO / "samples" / "clips_long"
-FRAMES = 24  # every event of a <= 60 s clip is on a sampled frame (videoqa/synth/long.py)
+FRAMES = 24  # uniform: every event of a <= 60 s clip is on a sampled frame (videoqa/synth/long.py)
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +45,6 @@ def test_long_model_answers_the_sample_long_clips_at_24_frames(demo_long):
     for video in sorted({q["video"] for q in items}):
         qs = [q for q in items if q["video"] == video]
         answers = demo_long.ask_batch([(CLIPS / video, q["question"]) for q in qs],
-                                      prune=PruneConfig(method="none"), frames=FRAMES)
+                                      prune=PruneConfig(method="none"), frames=FRAMES, sampler="uniform")
         assert [a.text.strip(" .").lower() for a in answers] == [q["answer"] for q in qs], video
         assert all(a.stats.frames == FRAMES and a.stats.distinct_frames == FRAMES for a in answers)

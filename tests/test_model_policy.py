@@ -154,3 +154,18 @@ def test_the_cards_frames_are_also_the_fixed_r_frame_count(carded):
 
     spec = {"frames": None, "prune": {"method": "fastv", "r": 0.5}}
     assert fixed_frame_count(spec, policy_of(str(carded)).policy.base_frames) == CARD_POLICY["frames"]
+
+
+def test_reference_rows_stay_uniform_under_a_content_card(carded):
+    """A card that prefers the content sampler moves the adaptive rows, never the references they are measured
+    against (unpruned 8 frames is the uniform baseline; "shown" in the reads table is decided on uniform frames)."""
+    from videoqa.bench.long import default_rows
+
+    write_policy(carded, {"sampler": "content"})
+    card = policy_of(str(carded))
+    rows = {r.label: r for r in default_rows()}
+    for label in ("8 frames, unpruned", "8 frames, FastV R=0.5", "max frames, unpruned"):
+        assert "sampler" not in rows[label].config("m", "test", card), label
+        assert rows[label].folder("m", "test", card) == rows[label].folder("m", "test")
+    assert rows["adaptive FastV"].config("m", "test", card)["sampler"] == "content"
+    assert "sampler" not in rows["adaptive FastV, uniform"].config("m", "test", card)

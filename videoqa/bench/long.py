@@ -57,16 +57,18 @@ class Row:
     prune: PruneConfig
     frames: int | str = "auto"
     policy: AdaptivePolicy | None = None  # None: the model's (its videoqa.json, else Video-LLaVA-7B's defaults)
-    sampler: str | None = None  # None: the model's default frame sampler; "oracle": long_rows.oracle_clip
+    # None: the model's default frame sampler (its card's); "uniform" pins the baseline every reference row uses,
+    # whatever the card says; "oracle": long_rows.oracle_clip
+    sampler: str | None = None
     match_flops: bool = False  # R (and frames) per question: the FLOPs of unpruned 8 frames (long_rows)
 
     def config(self, model: str, split: str, card: ModelPolicy | None = None) -> dict:
         """What the row runs; `card`: the model's own policy, which fills what the row leaves unset (so a card
         rewritten by `--sweep --write-card` never resumes a run made with the old constants)."""
         policy = self.policy or (card.policy if card else AdaptivePolicy())
-        sampler_used = self.sampler or (card.sampler if card and card.sampler != "uniform" else None)
-        # absent when unset: older run folders keep their names
-        sampler = ({"sampler": sampler_used} if sampler_used else {}) | (
+        sampler_used = self.sampler or (card.sampler if card else None)
+        # absent when uniform: run folders made before samplers existed keep their names
+        sampler = ({"sampler": sampler_used} if sampler_used not in (None, "uniform") else {}) | (
             {"match_flops": True} if self.match_flops else {})
         return {"dataset": f"long-{split}", "model": model, "prune": self.prune.to_dict(), "frames": self.frames,
                 "policy": asdict(policy) if self.prune.adaptive or self.frames == "auto" else None} | sampler
@@ -79,10 +81,10 @@ class Row:
 
 def default_rows(k: int = LONG_K) -> list[Row]:
     fastv = PruneConfig(method="fastv", k=k, r="auto")
-    rows = [
-        Row("8 frames, unpruned", PruneConfig(method="none"), 8),
-        Row("8 frames, FastV R=0.5", PruneConfig(method="fastv", k=k, r=0.5), 8),
-        Row("max frames, unpruned", PruneConfig(method="none"), "max"),
+    rows = [  # the references: uniform frames, whatever sampler the model's card prefers
+        Row("8 frames, unpruned", PruneConfig(method="none"), 8, sampler="uniform"),
+        Row("8 frames, FastV R=0.5", PruneConfig(method="fastv", k=k, r=0.5), 8, sampler="uniform"),
+        Row("max frames, unpruned", PruneConfig(method="none"), "max", sampler="uniform"),
         Row("adaptive FastV", fastv),
         Row(f"adaptive FastV, frame floor {FRAME_FLOOR}", replace(fastv, frame_floor=FRAME_FLOOR)),
         Row("adaptive VisPruner", PruneConfig(method="vispruner", r="auto")),

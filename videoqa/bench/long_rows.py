@@ -101,7 +101,8 @@ def sampler_rows(fastv: PruneConfig) -> list[Row]:
     none = PruneConfig(method="none")
     return [Row("8 frames, oracle, unpruned", none, BASE_FRAMES, sampler=ORACLE),
             Row("8 frames, content, unpruned", none, BASE_FRAMES, sampler="content"),
-            Row("adaptive FastV, content", fastv, sampler="content")]
+            Row("adaptive FastV, content", fastv, sampler="content"),
+            Row("adaptive FastV, uniform", fastv, sampler="uniform")]
 
 
 def fidelity_methods(k: int) -> list[tuple[str, PruneConfig]]:
@@ -120,8 +121,8 @@ def fidelity_rows(k: int) -> list[Row]:
 
     rows = []
     for name, cfg in fidelity_methods(k):
-        rows.append(Row(f"max frames, {name} R={FIDELITY_R:g}", cfg, "max"))
-        rows.append(Row(f"8-frame FLOPs, {name}", cfg, "max", match_flops=True))
+        rows.append(Row(f"max frames, {name} R={FIDELITY_R:g}", cfg, "max", sampler="uniform"))
+        rows.append(Row(f"8-frame FLOPs, {name}", cfg, "max", sampler="uniform", match_flops=True))
     return rows
 
 

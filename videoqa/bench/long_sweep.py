@@ -42,8 +42,8 @@ VARIANTS = [
 
 
 def sweep_rows(variants: list[tuple] | None = None) -> list[Row]:
-    rows = [Row("8 frames, unpruned", PruneConfig(method="none"), 8),
-            Row("8 frames, FastV R=0.5", PruneConfig(method="fastv", k=2, r=0.5), 8)]
+    rows = [Row("8 frames, unpruned", PruneConfig(method="none"), 8, sampler="uniform"),
+            Row("8 frames, FastV R=0.5", PruneConfig(method="fastv", k=2, r=0.5), 8, sampler="uniform")]
     for spf, gamma, r_max, k, floor, base_r, *sampler in variants or VARIANTS:
         policy = replace(AdaptivePolicy(), seconds_per_frame=spf, budget_exponent=gamma, r_max=r_max, base_r=base_r)
         label = f"s/frame {spf:g}, γ {gamma:g}, r_max {r_max:g}, K {k}, floor {floor:g}"
