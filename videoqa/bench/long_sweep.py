@@ -22,7 +22,8 @@ from .long import BUCKETS, MAX_NEW, SPLIT_CLIPS, Row, RowResult, evaluate_rows, 
 # allows under the FLOPs cap (K=2 caps a 60 s clip at 18 frames, K=1 at 25); the exponent, r_max and the floor
 # vary one at a time around 2 s per frame. Then fewer frames (4 and 6 s per frame: a 60 s clip gets 15 and
 # 10), and a lighter pruning of the 8 frames short clips get (base R 0.25); last, the content-aware sampler
-# (videoqa/video/changes.py) at three rates, to be the default only if it wins. Each row is one pass over the split.
+# (videoqa/video/changes.py) at three rates, and at two with the base frames left unpruned (base R 0: pruning only
+# what frames past the base add), to be the default only if it wins. Each row is one pass over the split.
 # A variant is (s/frame, γ, r_max, K, floor, base R[, sampler]).
 VARIANTS = [
     (spf, 0.25, 0.9, k, 0.0, 0.5) for spf in (1.5, 2.0, 3.0) for k in (1, 2)
@@ -38,6 +39,8 @@ VARIANTS = [
     (spf, 0.25, 0.9, 2, 0.0, 0.25) for spf in (3.0, 6.0)
 ] + [
     (spf, 0.25, 0.9, 2, 0.0, 0.5, "content") for spf in (2.0, 3.0, 6.0)
+] + [
+    (spf, 0.25, 0.9, 2, 0.0, 0.0, "content") for spf in (3.0, 6.0)
 ]
 
 

@@ -42,8 +42,9 @@ class AdaptivePolicy:
     # (48 s: most MSVD/MSRVTT/TGIF clips) keep the training setting.
     base_frames: int = DEFAULT_FRAMES
     # Longer clips get one frame per 6 s (a 60 s clip 10, 90 s and longer hit a 4096 context's 15). Measured on
-    # the long-clip validation split (`videoqa bench long --sweep`): denser sampling (1.5-3 s per frame) saw more
-    # brief events but, paid for with a higher R under the FLOPs cap, lost more of everything else.
+    # the long-clip validation split (`videoqa bench long --sweep`, both demo-long models): denser uniform sampling
+    # (1.5-4 s per frame) saw more brief events but, paid for with a higher R under the FLOPs cap, lost more of
+    # everything else; placing the 8 frames where the video changes is what paid (docs/long-clips.md).
     seconds_per_frame: float = 6.0
     max_frames: int | None = None  # an extra hard cap; None = the context window alone decides
     # The paper's default (FastV K=2 R=50%), given to base_frames with ample memory.
