@@ -46,6 +46,7 @@ class TrainArgs:
     train_clips: int = 6000
     eval_clips: int = 64
     steps: int = 3000
+    stop_at: int = 0  # end after this step (the schedule still runs to --steps): how the first run was cut
     batch: int = 16
     lr: float = 5e-4  # 2e-3 plateaued (direction ~50%, shape ~35% after 1000 steps)
     warmup: int = 50
@@ -383,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  saved {out} (step {step})", flush=True)
         if out_of_time:
             print(f"stopping at step {step}: time limit {a.max_minutes} min", flush=True)
+            break
+        if step == a.stop_at:  # no evaluation of its own: a run cut by hand had none
+            print(f"stopping at step {step}: --stop-at", flush=True)
             break
     return 0
 

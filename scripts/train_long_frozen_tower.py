@@ -404,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         if step % 50 == 0:
             log(f"step {step} loss {np.mean(losses[-50:]):.4f} lr {lr_at(step):.2e} {elapsed / step:.2f}s/step "
                 f"sequences {kinds}")
-        out_of_time = elapsed > a.max_minutes * 60 or step == a.stop_at
+        out_of_time = elapsed > a.max_minutes * 60
         if step % a.eval_every == 0 or step == a.steps or out_of_time:
             ev = evaluate(model, tok, tpf, val, counts)
             history.append({"step": step, "minutes": elapsed / 60, **ev})
@@ -421,8 +421,10 @@ def main(argv: list[str] | None = None) -> int:
                 td.save(model, processor, out, info)
                 log(f"  saved {out} (step {step})")
         if out_of_time:
-            why = "--stop-at" if step == a.stop_at else f"time limit {a.max_minutes} min"
-            log(f"stopping at step {step}: {why}")
+            log(f"stopping at step {step}: time limit {a.max_minutes} min")
+            break
+        if step == a.stop_at:  # no evaluation of its own: a run cut by hand had none (stage 1's was at step 1200)
+            log(f"stopping at step {step}: --stop-at")
             break
     log("done")
     return 0
