@@ -415,3 +415,17 @@ def test_retry_asks_the_last_question_again(client, tiny_qa, media):
     chat, _, _ = client.predict("fastv", 2, "0.5", 0, False, api_name="/retry")  # now with FastV
     direct = tiny_qa.ask(media["clip"], "What colour is it?", prune=PruneConfig("fastv", 2, 0.5))
     assert [text_of(m) for m in chat[1:]] == ["What colour is it?", direct.text]
+
+
+def test_the_model_line_counts_every_clip_a_demo_model_trained_on():
+    """The shipped demo was fine-tuned on a prefix of its first run's 6,000 clips; demo-long saw 600 + 1,200 long
+    clips: the model line must not report the last run's share alone."""
+    from conftest import REPO
+    from videoqa.ui.model_info import _training_clips
+
+    demo = json.loads((REPO / "samples" / "demo-model" / "training.json").read_text())
+    assert _training_clips("demo") == f"{max(demo['args']['train_clips'], demo['previous']['args']['train_clips']):,}"
+    assert _training_clips("demo") == "6,000"
+    long_args = json.loads((REPO / "samples" / "demo-long-model" / "training.json").read_text())["args"]
+    long_clips = long_args["long_clips"] + long_args["extra_clips"]
+    assert _training_clips("demo-long") == f"{long_clips:,} long and 1,000 short" == "1,800 long and 1,000 short"

@@ -79,9 +79,11 @@ def describe(qa) -> ModelInfo:
 def _training_clips(name: str) -> str:
     """How many clips the demo model trained on, from its training.json ('' when it is not there)."""
     try:
-        args = json.loads((packaged_path(NAMED_MODELS[name][0]) / "training.json").read_text())["args"]
+        record = json.loads((packaged_path(NAMED_MODELS[name][0]) / "training.json").read_text())
+        args = record["args"]
     except (OSError, KeyError, ValueError):
         return "many"
-    if "train_clips" in args:
-        return f"{args['train_clips']:,}"
-    return f"{args.get('long_clips', 0):,} long and {args.get('short_clips', 0):,} short"
+    if "train_clips" in args:  # a fine-tune draws a prefix of the same clip stream as the run it continues
+        return f"{max(args['train_clips'], record.get('previous', {}).get('args', {}).get('train_clips', 0)):,}"
+    long_clips = args.get("long_clips", 0) + args.get("extra_clips", 0)
+    return f"{long_clips:,} long and {args.get('short_clips', 0):,} short"
