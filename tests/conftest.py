@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,13 @@ SLOW_TESTS = {  # test functions, every parametrization
     "test_static_steps_equal_eager_steps",
     "test_static_steps_equal_eager_steps_with_eager_attention",
 }
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (servers and Ray heads the tests start)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

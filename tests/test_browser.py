@@ -10,13 +10,13 @@ is left in artifacts/browser-<test>.png.
 from __future__ import annotations
 
 import re
-import socket
 import threading
 import time
 from pathlib import Path
 
 import pytest
 from clipgen import write_clip
+from conftest import free_port
 from videoqa.ui.app import DEFAULT_SAMPLES, build_app, launch
 
 from videoqa.pruning import REGISTRY, PruneConfig
@@ -80,12 +80,6 @@ class HeldQA:
             done = True
         finally:
             self.finished.append(done)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -79,7 +79,7 @@ def test_header_and_empty_chat_say_what_a_checkpoint_is(page, tiny_qa):
 
 @pytest.fixture(scope="module")
 def demo_server():
-    from test_browser import free_port
+    from conftest import free_port
 
     from videoqa.pipeline import VideoQA
 

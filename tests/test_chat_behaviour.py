@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 from pathlib import Path
 
 import numpy as np
 import pytest
 from clipgen import write_clip, write_event_clip
+from conftest import free_port
 from gradio_client import Client, handle_file
 from test_ui import text_of  # the one reader of what a chat message shows
 from videoqa.ui.app import build_app, launch
@@ -19,12 +19,6 @@ from videoqa.ui.app import build_app, launch
 from videoqa.model_card import CARD_FILE, SAMPLERS
 from videoqa.pipeline import VideoQA
 from videoqa.pruning import PruneConfig
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from ray_cluster import Cluster, free_port
+from conftest import free_port
+from ray_cluster import Cluster
 
 pytest.importorskip("ray")
 

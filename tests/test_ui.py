@@ -11,7 +11,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 from clipgen import write_clip, write_text
+from conftest import free_port
 from PIL import Image
 
 from videoqa.pruning import PruneConfig
@@ -34,12 +34,6 @@ from videoqa.pruning import REGISTRY  # noqa: E402
 METHODS = REGISTRY.names()
 
 FASTV = ("fastv", 2, "0.5")  # method, K, R as the controls send them
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
