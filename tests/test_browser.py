@@ -335,6 +335,48 @@ def test_stop_keeps_the_partial_answer_and_retry_asks_again(page, clips, held, t
     assert rows(page).nth(1).inner_text().strip() == q
 
 
+def fn_index(page, api_name: str) -> int:
+    """The page's number for an event (what its requests carry as fn_index)."""
+    return page.evaluate("name => window.gradio_config.dependencies.find(d => d.api_name === name).id", api_name)
+
+
+def test_stop_ends_stopped_even_when_its_reply_arrives_after_the_answer(page, clips, held):
+    # The Stop request's reply (the chat as it was at the click: "... (stopping…)") is held back until the
+    # answer has ended and the page shows "(stopped)": on a loaded machine it can arrive that late. The page
+    # must still end on the stopped answer, not on the stale "stopping…".
+    upload(page, clips["walk"])
+    held.hold()
+    ask(page, "What colour is it?")
+    partial = first_token_shown(page, 2)
+    n_finished = len(held.finished)
+    stop = fn_index(page, "ui_stop")
+    replies = []
+
+    def hold_reply(route):
+        if f'"fn_index":{stop},' not in (route.request.post_data or ""):
+            return route.fallback()
+        replies.append((route, route.fetch()))  # the server has stopped the answer; the page waits
+        held.release()
+
+    page.route("**/run/predict", hold_reply)
+    # Every text the chat shows, however briefly (a poll could miss one between two replies).
+    page.evaluate("""() => {
+        window.shown = [];
+        const chat = document.querySelector('#chat');
+        new MutationObserver(() => window.shown.push(chat.innerText))
+            .observe(chat, {subtree: true, childList: true, characterData: true});
+    }""")
+    page.locator("#stop").click()
+    answer = rows(page).nth(2)
+    expect(answer).to_have_text(f"{partial} (stopped)")  # the answer's own last update
+    assert held.finished[n_finished:] == [False] and len(replies) == 1
+    route, reply = replies[0]
+    route.fulfill(response=reply)
+    page.wait_for_function("() => window.shown.some(t => t.includes('(stopping…)'))")  # the late reply applied
+    expect(answer).to_have_text(f"{partial} (stopped)")
+    expect(page.locator("#stop")).to_be_disabled()
+
+
 def test_full_queue_says_busy_and_keeps_the_question(page, clips, held, server):
     from gradio_client import Client, handle_file
     from gradio_client.utils import Status
