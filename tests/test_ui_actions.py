@@ -4,6 +4,7 @@ warnings. Answers are compared with `VideoQA.ask` called with the history the ch
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,30 @@ def test_stop_keeps_the_partial_answer_and_drops_the_queue(actions, tiny_qa, cli
     list(actions.run(s))
     expected = tiny_qa.ask(clip, q3, history=[(q1, partial)], prune=FASTV)
     assert shown(s)[-1] == expected.text
+
+
+def test_after_stop_replies_with_the_chat_once_the_stopped_answer_has_ended(actions, clip):
+    # Stop's own reply is the chat at the click; the reply after it must be the chat as the answer ended.
+    s = loaded(actions, clip)
+    enqueue(actions, s, "What colour is it?")
+    run = actions.run(s)
+    next(run)
+    next(run)  # the first token
+    partial = shown(s)[2]
+    assert shown_text(actions.stop(s)["chat"][2]) == f"{partial} (stopping…)"
+    replies = []
+    waiter = threading.Thread(target=lambda: replies.append(actions.after_stop(s)))
+    waiter.start()
+    waiter.join(timeout=0.5)
+    assert waiter.is_alive() and not replies  # the answer is still being written: no reply yet
+    enqueue(actions, s, "Where does it go?")  # asked after Stop: not waited for
+    next(run)  # the stopped answer's last update
+    next(run)  # the next question taken: now being answered
+    waiter.join(timeout=30)
+    assert not waiter.is_alive()
+    assert shown_text(replies[0]["chat"][2]) == f"{partial} (stopped)"
+    assert replies[0]["stop"]["interactive"] is True  # the question asked since can still be stopped
+    list(run)
 
 
 def test_retry_replaces_the_last_answer(actions, tiny_qa, clip):

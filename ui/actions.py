@@ -179,8 +179,8 @@ class ChatActions:
 
     def _answer(self, session: ChatSession, ex: Exchange) -> Iterator[dict]:
         if session.stopped(ex):
-            ex.state = "stopped"
             session.show(ex, "(stopped before it was answered)")
+            session.end(ex, "stopped")
             yield self._out(session)
             return
         text, answer, clip = "", None, session.clip
@@ -218,29 +218,30 @@ class ChatActions:
         yield self._done(session, ex, answer)
 
     def _fail(self, session: ChatSession, ex: Exchange, text: str, why: str) -> dict:
-        ex.state = "failed"
         ex.record = {"status": "failed", "question": ex.question, "shown": text, "error": why}
         session.show(ex, f"{text}\n\n⚠️ {why}".strip())
+        session.end(ex, "failed")
         return self._out(session)
 
     def _stopped(self, session: ChatSession, ex: Exchange, text: str) -> dict:
         """Stopped by the user: the partial answer stays, in the chat and in the history the model sees."""
-        ex.state = "stopped"
         if ex.epoch == session.epoch:
             ex.answer = text.strip() or None
             ex.record = {"status": "stopped", "question": ex.question, "shown": text.strip()}
             session.show(ex, f"{text.strip()} (stopped)".strip())
+        session.end(ex, "stopped")
         return self._out(session)
 
     def _done(self, session: ChatSession, ex: Exchange, answer) -> dict:
         if ex.epoch != session.epoch:
+            session.end(ex, "done")
             return self._out(session)
         follow_up = session.answered_before(ex)
         vp = self.qa.processor.video_processor
         gallery = self._gallery(render_heatmaps(answer.clip, answer.kept, vp.size, vp.crop_size,
                                                 show_scores=ex.settings.show_scores))
         text = answer.text or "(empty answer)"
-        ex.answer, ex.state = answer.text, "done"
+        ex.answer = answer.text
         ex.record = exchange_record(answer, text, "done")
         session.show(ex, text)
         # The adaptive choice's warnings too: e.g. frames asked for that the context could not hold
@@ -254,6 +255,7 @@ class ChatActions:
             notes.append(session.unlike_notice)
             session.unlike_notice = None
         session.add_notes(ex, notes)
+        session.end(ex, "done")
         return self._out(session, _heatmaps(gallery), format_stats(answer, follow_up))
 
     def _gallery(self, images: list) -> list[tuple[str, str]]:
@@ -289,6 +291,13 @@ class ChatActions:
         # At once, before the answer's own loop notices: the button is done, the answer says it is stopping.
         return {"chat": session.chat(), "notice": "", "stop": gr.update(interactive=False),
                 "export_file": _no_export()}
+
+    def after_stop(self, session: ChatSession):
+        """The chat once the stopped answer has ended. Stop's own reply is the chat at the click ("…
+        (stopping…)") and the answer's last update can reach the page before it; this reply, sent after
+        Stop's, comes last and leaves the page on how the answer ended."""
+        session.settle()
+        return {"chat": session.chat(), "stop": gr.update(interactive=session.busy())}
 
     def retry(self, session: ChatSession, method: str, k, r: str, frames, show_scores: bool,
               sampler: str | None = None):

@@ -304,8 +304,9 @@ def _wire(ui: dict, actions: ChatActions) -> None:
         # output here too (gallery and stats left as they are), which takes the error badge off each of them.
         on(answering.failure, actions.refused, [question, s], ("chat", "question", "gallery", "stats", "stop"),
            api_name=False, **instant)
-    on(ui["stop"].click, actions.stop, [s], ("chat", "notice", "stop", "export_file"), api_name="ui_stop",
-       **instant)
+    stopping = on(ui["stop"].click, actions.stop, [s], ("chat", "notice", "stop", "export_file"),
+                  api_name="ui_stop", **instant)
+    on(stopping.then, actions.after_stop, [s], ("chat", "stop"), api_name=False, **instant)
     cleared = ("chat", "gallery", "stats", "export_file")
     # The chat's own trash icon does the same reset as Clear (the model forgets too, not just the display).
     # The emptied chat then says the clip is still loaded.

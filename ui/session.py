@@ -73,13 +73,15 @@ class ChatSession:
     def __post_init__(self) -> None:
         # Not a field: Gradio deep-copies the initial session for each tab and turns it into a dict.
         self.lock = threading.Lock()
+        self.ended = threading.Condition(self.lock)  # notified when an answer ends (see `end`)
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "lock"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("lock", "ended")}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.lock = threading.Lock()
+        self.ended = threading.Condition(self.lock)
 
     def restart(self, clip: str | None = None, name: str = "") -> None:
         """A new conversation (new clip, or Clear). In place: every event of a tab gets this object, so an
@@ -172,6 +174,21 @@ class ChatSession:
                     ex.answer_msg["content"] = f"{so_far} (stopping…)".strip()
                     n += 1
             return n
+
+    def end(self, ex: Exchange, state: str) -> None:
+        """Mark `ex` done, stopped or failed: called after its answer's last words are shown, so whoever
+        waits in `settle` then reads the chat as it ends."""
+        with self.ended:
+            ex.state = state
+            self.ended.notify_all()
+
+    def settle(self, timeout: float = 10.0) -> bool:
+        """Wait until the answers a Stop stopped have ended (not any asked since); False if one is still
+        being written after `timeout` seconds."""
+        with self.ended:
+            return self.ended.wait_for(
+                lambda: not any(ex.state == "answering" and ex.id < self.stop_below for ex in self.exchanges),
+                timeout)
 
     def last_finished(self) -> Exchange | None:
         with self.lock:
