@@ -130,36 +130,45 @@ class TowerHeads(torch.nn.Module):
 
 
 def tower_data(long_scenes, short_scenes, processor, workdir, grid: int, rng: np.random.Generator):
-    """(pixels [N,3,64,64] f16, patch targets [N,grid*grid,3], frame targets [N,5]) for tower training: every
-    event frame of the long clips, as many other frames of them, and the 8 frames of each short clip."""
-    pix, pt, ft = [], [], []
-    for scene in long_scenes:
+    """(pixels [N,3,64,64] f16, patch targets [N,grid*grid,3], frame targets [N,5], clip of each frame [N]) for
+    tower training: every event frame of the long clips, as many other frames of them, and the 8 frames of each
+    short clip."""
+    pix, pt, ft, clips = [], [], [], []
+    for c, scene in enumerate(long_scenes):
         on = sorted({i for e in scene.events for i in range(e.start, e.stop)})
         off = [i for i in range(scene.n_frames) if i not in set(on)]
         picked = sorted(on + [int(i) for i in rng.choice(off, size=min(len(off), max(4, len(on))), replace=False)])
         clip = decode_clip(scene, processor, workdir, indices=picked)
         pix.append(clip.frames)
+        clips += [c] * len(picked)
         for i in picked:
             p, f = frame_targets(scene, i, grid)
             pt.append(p)
             ft.append(f)
-    for scene in short_scenes:
+    for c, scene in enumerate(short_scenes, start=len(long_scenes)):
         clip = decode_clip(scene, processor, workdir)
         pix.append(clip.frames)
+        clips += [c] * len(clip.indices)
         for i in clip.indices:
             p, f = frame_targets(scene, i, grid)
             pt.append(p)
             ft.append(f)
-    return torch.cat(pix), torch.from_numpy(np.stack(pt)), torch.tensor(ft, dtype=torch.float32)
+    return torch.cat(pix), torch.from_numpy(np.stack(pt)), torch.tensor(ft, dtype=torch.float32), np.array(clips)
+
+
+def split_by_clip(clips: np.ndarray, rng: np.random.Generator, share: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
+    """(train, held-back) frame indices, holding back every frame of a `share` of the clips."""
+    ids = np.unique(clips)
+    held = np.isin(clips, rng.permutation(ids)[: max(1, int(len(ids) * share))])
+    return np.flatnonzero(~held), np.flatnonzero(held)
 
 
 def train_tower(tower, layer: int, data, steps: int, batch: int, lr: float, brief_weight: float,
                 rng: np.random.Generator, log=print, pos_weight: float = 0.0) -> dict:
-    """Train the tower and throwaway heads on per-patch/per-frame targets; returns held-back accuracies."""
-    pix, pt, ft = data
-    n = len(pix)
-    held = rng.permutation(n)
-    val, train = held[: n // 10], held[n // 10 :]
+    """Train the tower and throwaway heads on per-patch/per-frame targets; returns accuracies on the frames of
+    held-back clips (a tenth of the clips: frames of a training clip would flatter it, its neighbours look alike)."""
+    pix, pt, ft, clips = data
+    train, val = split_by_clip(clips, rng)
     heads = TowerHeads(tower.config.hidden_size)
     opt = torch.optim.AdamW([*tower.parameters(), *heads.parameters()], lr=lr, weight_decay=0.01)
     tower.train()

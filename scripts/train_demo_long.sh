@@ -2,11 +2,15 @@
 # The one command that makes samples/demo-long-model: three runs of scripts/train_long_frozen_tower.py, each
 # continuing the last (the tower stage and the feature cache are made by the first and reused).
 #
-#   OMP_NUM_THREADS=1 bash scripts/train_demo_long.sh            # ~2 h on one CPU core; RUNS=dir to move the runs
+#   OMP_NUM_THREADS=1 bash scripts/train_demo_long.sh            # ~3.5 h on one CPU core; RUNS=dir to move the runs
 #
-# Why three runs and not one: the recipe was found while it trained. Stage 1 is the recipe's default schedule,
+# Why four runs and not one: the recipe was found while it trained. Stage 1 is the recipe's default schedule,
 # stopped half-way; stage 2 drops the curriculum and weights the event answers more; stage 3 adds 1,200 clips
-# because stage 2 had begun to memorise its 600 (train loss 0.25 -> 0.10 while validation stayed flat).
+# because stage 2 had begun to memorise its 600 (train loss 0.25 -> 0.10 while validation stayed flat). Stage 4
+# replaces the tower: the first one, trained on 400 clips, told shapes apart on frames of its own clips only (a
+# linear probe for the moving shape: 97 % on training clips, 65 % on validation clips), so it is trained again on
+# 3,000 clips, every clip featurised anew, and the language stage continues on the new features with 5,400 long
+# and 4,000 short clips.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${RUNS:-runs/demo-long}
@@ -23,4 +27,7 @@ train --out "$runs/stage2" --resume "$runs/stage1" --steps 2000 --curriculum 0 -
     --event-weight 3 --lr 7e-4 --warmup 20 --eval-every 500
 train --out "$runs/stage3" --resume "$runs/stage2" --extra-clips 1200 --steps 3000 --curriculum 0 --window-frac 0.3 \
     --short-frac 0.15 --event-weight 3 --lr 5e-4 --warmup 20 --eval-every 500
-echo "the model: $runs/stage3 (copy it to samples/demo-long-model, then: videoqa bench long --sweep --write-card ...)"
+train --out "$runs/stage4" --resume "$runs/stage3" --tower-clips 1500 --tower-short 1500 --tower-steps 8000 \
+    --extra-clips 4800 --extra-short 3000 --steps 3000 --curriculum 0.1 --window-frac 0.3 --short-frac 0.2 \
+    --event-weight 3 --lr 7e-4 --warmup 50 --eval-every 500 --stop-at 1500
+echo "the model: $runs/stage4 (copy it to samples/demo-long-model, then: videoqa bench long --sweep --write-card ...)"

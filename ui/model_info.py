@@ -83,7 +83,10 @@ def _training_clips(name: str) -> str:
         args = record["args"]
     except (OSError, KeyError, ValueError):
         return "many"
-    if "train_clips" in args:  # a fine-tune draws a prefix of the same clip stream as the run it continues
-        return f"{max(args['train_clips'], record.get('previous', {}).get('args', {}).get('train_clips', 0)):,}"
+    if "train_clips" in args:  # a fine-tune draws a prefix of the same clip stream as the runs it continues
+        most = 0
+        while record:
+            most, record = max(most, record.get("args", {}).get("train_clips", 0)), record.get("previous")
+        return f"{most:,}"
     long_clips = args.get("long_clips", 0) + args.get("extra_clips", 0)
-    return f"{long_clips:,} long and {args.get('short_clips', 0):,} short"
+    return f"{long_clips:,} long and {args.get('short_clips', 0) + args.get('extra_short', 0):,} short"
