@@ -69,7 +69,7 @@ class TrainArgs:
     init: str = ""  # continue from this checkpoint (its tokenizer and processor too) instead of a fresh model
     turns: int = 3  # most questions in one conversation; past 3 the clip's questions are asked again, any order
     tower_weight: float = 0.0  # weight of the tower's per-patch and [CLS] targets (scripts/long_tower.py); 0 = off
-    chat_clips: int = 0  # held-out clips of a 30-turn chat check, added to checkpoint selection; 0 = off
+    chat_clips: int = 0  # held-out clips of 30-turn chats (FastV R=auto), added to checkpoint selection; 0 = off
 
 
 def make_spec(a: TrainArgs) -> TinySpec:
@@ -221,32 +221,32 @@ def evaluate(
     )
 
 
+CHAT = [("colour", "What colour is the shape?"), ("shape", "What shape is it?"),
+        ("direction", "Which direction does it move?")]  # asked in turn, as tests/test_demo_answers.py asks
+
+
 @torch.no_grad()
-def conversation_accuracy(model, processor, scenes: list[synth.Scene], workdir: Path, seed: int,
-                          turns: int = 30) -> float:
-    """Share of right answers in `turns`-turn chats that ask each clip's three questions in turn, the model's own
-    answers as the history (as the web chat sends it, unpruned): a single-turn score does not tell whether a long
-    chat keeps its answers."""
+def conversation_accuracy(model, processor, scenes: list[synth.Scene], workdir: Path, turns: int = 30) -> float:
+    """Share of right answers in `turns`-turn chats about each clip, asked through the pipeline as the web chat
+    asks (its own answers as the history, FastV at R=auto): a single-turn score does not tell whether a long chat
+    keeps its answers, and pruning changes that."""
+    from videoqa.model import LoadedModel
+    from videoqa.pipeline import VideoQA
+    from videoqa.pruning import PruneConfig
+
     model.eval()
-    tok, n_video, hits = processor.tokenizer, model.config.video_seq_length, []
+    # a new pipeline per call: its caches of encoded clips must not outlive the weights they were made with
+    qa = VideoQA(LoadedModel(model, processor, torch.device("cpu"), torch.float32, "training"), max_new_tokens=4)
+    hits = []
     for scene in scenes:
-        frames = clip_frames(scene, workdir)
-        pixels = processor.video_processor(videos=[list(frames)], return_tensors="pt")["pixel_values_videos"]
-        qas = synth.questions(scene, np.random.default_rng([seed, 99, int(scene.name.split("_")[-1])]))
-        history: list[tuple[str, str, float]] = []
+        path = synth.write_mp4(synth.render(scene), workdir / f"chat_{scene.name}.mp4")
+        history: list[tuple[str, str]] = []
         for turn in range(turns):
-            q, a, _ = qas[turn % 3]
-            ids, _ = pack_turns(tok, history, n_video) if history else ([tok.bos_token_id], None)
-            p = encode(tok, prompt(q, first=not history))
-            if not history:
-                v = p.index(VIDEO_ID)
-                p = p[:v] + [VIDEO_ID] * n_video + p[v + 1 :]
-            ids = torch.tensor([ids + p])
-            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), pixel_values_videos=pixels,
-                                 max_new_tokens=4, do_sample=False, pad_token_id=PAD_ID)
-            text = processor.decode(out[0, ids.shape[1] :], skip_special_tokens=True).strip()
-            hits.append(normalise(text) == a)
-            history.append((q, text, 0.0))
+            qtype, question = CHAT[turn % len(CHAT)]
+            answer = qa.ask(path, question, history=history, prune=PruneConfig(method="fastv", r="auto"))
+            hits.append(normalise(answer.text) == getattr(scene, qtype))
+            history.append((question, answer.text))
+        path.unlink()
     model.train()
     return float(np.mean(hits))
 
@@ -275,6 +275,18 @@ def tower_targets(model, scenes: list[synth.Scene]):
         frame.append([f for _, f in got])
     return (long_tower.TowerHeads(v.hidden_size),
             (torch.from_numpy(np.stack(patch)), torch.tensor(frame, dtype=torch.float32)))
+
+
+def earlier_stages(folder: str) -> dict:
+    """The records of the runs a run continues (its --init or --resume folder): that folder's own `stages`, then
+    its record as the next stage (without its evaluation history). Empty for a run from scratch."""
+    file = Path(folder) / "training.json"
+    if not folder or not file.exists():
+        return {}
+    record = json.loads(file.read_text())
+    stages = record.pop("stages", {})
+    stages[f"stage{len(stages) + 1}"] = {k: v for k, v in record.items() if k != "history"}
+    return stages
 
 
 def save(model, processor, out: Path, info: dict) -> None:
@@ -352,11 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     assert ref["input_ids"][0].tolist() == mine, "prompt tokenisation differs from the processor's"
     assert torch.allclose(ref["pixel_values_videos"][0].half(), pixels[0]), "pixel cache differs"
 
-    # a fine-tune records the run it continues: the clips it was trained on count too (the web chat's model line)
-    previous = {}
-    if a.init and (Path(a.init) / "training.json").exists():
-        record = json.loads((Path(a.init) / "training.json").read_text())
-        previous = {k: record[k] for k in ("args", "step", "train_minutes", "heldout", "previous") if k in record}
+    stages = earlier_stages(a.init)  # a fine-tune's record says what it continues (the web chat counts its clips)
     heads, targets = None, None
     if a.tower_weight:
         heads, targets = tower_targets(model, train)
@@ -406,20 +414,18 @@ def main(argv: list[str] | None = None) -> int:
         if step % a.eval_every == 0 or step == a.steps or out_of_time:
             res = evaluate(model, processor, items)
             history.append({"step": step, "minutes": elapsed / 60, **asdict(res)})
-            chat = None
+            chat = ""
             if a.chat_clips:
-                chat = conversation_accuracy(model, processor, test[: a.chat_clips], cache, a.seed)
-            if chat is not None:
-                history[-1]["conversation_30_turns"] = chat
-            print(f"EVAL step {step}: overall {res.overall:.3f} {res.per_type} ({res.seconds:.0f}s)"
-                  + (f", 30-turn chats {chat:.3f}" if chat is not None else ""), flush=True)
-            score = res.overall + res.per_type.get("direction", 0.0) + (chat or 0.0)
+                history[-1]["chat_30_turns"] = conversation_accuracy(model, processor, test[: a.chat_clips], cache)
+                chat = f", 30-turn chats {history[-1]['chat_30_turns']:.3f}"
+            print(f"EVAL step {step}: overall {res.overall:.3f} {res.per_type} ({res.seconds:.0f}s){chat}", flush=True)
+            score = res.overall + res.per_type.get("direction", 0.0) + history[-1].get("chat_30_turns", 0.0)
             if score > best:
                 best = score
                 info = {
                     "args": asdict(a), "spec": asdict(spec), "params": n_params, "step": step,
                     "seconds_per_step": elapsed / step, "train_minutes": elapsed / 60,
-                    "heldout": asdict(res), "history": history, **({"previous": previous} if previous else {}),
+                    "heldout": asdict(res), "history": history, **({"stages": stages} if stages else {}),
                 }
                 save(model, processor, out, info)
                 print(f"  saved {out} (step {step})", flush=True)

@@ -1,6 +1,6 @@
 #!/bin/bash
-# The one command that makes samples/demo-long-model: three runs of scripts/train_long_frozen_tower.py, each
-# continuing the last (the tower stage and the feature cache are made by the first and reused).
+# The one command that makes samples/demo-long-model: four runs of scripts/train_long_frozen_tower.py, each
+# continuing the last (the first makes the tower and its feature cache; the fourth makes a new tower on more clips).
 #
 #   OMP_NUM_THREADS=1 bash scripts/train_demo_long.sh            # ~3.5 h on one CPU core; RUNS=dir to move the runs
 #

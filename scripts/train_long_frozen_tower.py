@@ -62,7 +62,7 @@ SHORT_FRAMES = [int(i) for i in np.linspace(0, synth.CLIP_FRAMES - 1, 8).astype(
 
 @dataclass
 class LongArgs:
-    out: str = "runs/demo-long-frozen-tower"  # not samples/: the shipped demo-long comes from train_long.py
+    out: str = "runs/demo-long-frozen-tower"  # not samples/: scripts/train_demo_long.sh makes the shipped one
     init: str = str(HERE / "demo-model")  # tokenizer, processor and the LLM's first 4 layers
     resume: str = ""  # a checkpoint of this recipe (same tower cache) to continue from: its projector and LLM
     seed: int = 0
@@ -255,6 +255,13 @@ def cache_file(a: LongArgs, cache: Path) -> Path:
     return cache / f"features_{hashlib.sha1(key.encode()).hexdigest()[:10]}.pt"
 
 
+def save_whole(obj, file: Path) -> None:
+    """torch.save, whole or not at all: a run stopped half-way, or another run waiting for the cache, never finds
+    a file that looks complete and is not."""
+    torch.save(obj, file.with_suffix(".tmp"))
+    file.with_suffix(".tmp").rename(file)
+
+
 def extra_features(a: LongArgs, model, processor, cache: Path, log) -> tuple[list, list, dict]:
     """(scenes, features, {index among them: erased features}) of the --extra-clips, by the cached tower.
     Featurised in chunks of EXTRA_CHUNK clips, each cached, so a later run with more extra clips adds to them."""
@@ -276,8 +283,7 @@ def extra_chunk(a: LongArgs, model, processor, cache: Path, scenes: list, lo: in
         f = featurise(model, processor, part, cache)
         # every other clip also erased; EXTRA_CHUNK is even, so that is every other one of the whole stream
         e = dict(zip(range(0, len(part), 2), featurise(model, processor, part[::2], cache, erase=True), strict=True))
-        torch.save({"feats": f, "erased": e}, file.with_suffix(".tmp"))
-        file.with_suffix(".tmp").rename(file)  # a run stopped half-way leaves no chunk that looks complete
+        save_whole({"feats": f, "erased": e}, file)
         log(f"extra clips {lo}-{lo + len(part)}: featurised in {time.time() - t0:.0f}s")
     return file
 
@@ -288,8 +294,7 @@ def extra_short_features(a: LongArgs, model, processor, cache: Path, log) -> tup
     file = cache_file(a, cache).with_suffix(f".short{a.extra_short}.pt")
     if not file.exists():
         t0 = time.time()
-        torch.save(featurise(model, processor, scenes, cache), file.with_suffix(".tmp"))
-        file.with_suffix(".tmp").rename(file)
+        save_whole(featurise(model, processor, scenes, cache), file)
         log(f"extra short clips: {len(scenes)} featurised in {time.time() - t0:.0f}s")
     return scenes, torch.load(file)
 
@@ -330,8 +335,7 @@ def prepare(a: LongArgs, model, processor, cache: Path, log) -> dict:
                    "erased": featurise(model, processor, long_val, cache, erase=True),
                    "short_feats": featurise(model, processor, short_val, cache)}
     data["prep_minutes"] = (time.time() - t0) / 60
-    torch.save({**data, "tower": tower.state_dict()}, file.with_suffix(".tmp"))
-    file.with_suffix(".tmp").rename(file)  # whole or absent: another run may be waiting for it
+    save_whole({**data, "tower": tower.state_dict()}, file)
     return data
 
 
@@ -411,12 +415,7 @@ def main(argv: list[str] | None = None) -> int:
 
     lr_at = td.warmup_cosine(a.lr, a.warmup, a.steps, floor=0.05)
 
-    # a continued run records the runs before it (their settings and where each stopped): the recipe is all of them
-    stages = {}
-    if a.resume and (Path(a.resume) / "training.json").exists():
-        record = json.loads((Path(a.resume) / "training.json").read_text())
-        stages = record.pop("stages", {})
-        stages[f"stage{len(stages) + 1}"] = {k: v for k, v in record.items() if k != "history"}
+    stages = td.earlier_stages(a.resume)  # the runs before this one: the recipe is all of them
     rng = np.random.default_rng([a.seed, 7])
     history, best, losses, kinds, t0 = [], -1.0, [], {}, time.time()
     model.train()

@@ -4,6 +4,7 @@ every event, and frame counts drawn evenly by sequences."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections import Counter
 
@@ -82,3 +83,16 @@ def test_the_tower_is_checked_on_clips_it_never_saw():
     assert len(train) + len(held) == len(clips) and not set(train) & set(held)
     assert not set(clips[train]) & set(clips[held])
     assert len(set(clips[held])) == 5  # a tenth of the clips, whole
+
+
+def test_a_continued_run_records_every_run_before_it(tmp_path):
+    """Both trainers keep the runs a run continues under `stages` (the web chat counts their clips from it):
+    the folder's own stages first, then its record, without the evaluation history."""
+    import train_demo
+
+    assert train_demo.earlier_stages("") == {}
+    record = {"args": {"train_clips": 3000}, "step": 150, "history": [{"step": 50}],
+              "stages": {"stage1": {"args": {"train_clips": 6000}, "step": 1750}}}
+    (tmp_path / "training.json").write_text(json.dumps(record))
+    assert train_demo.earlier_stages(str(tmp_path)) == {"stage1": {"args": {"train_clips": 6000}, "step": 1750},
+                                                         "stage2": {"args": {"train_clips": 3000}, "step": 150}}

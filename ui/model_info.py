@@ -77,16 +77,17 @@ def describe(qa) -> ModelInfo:
 
 
 def _training_clips(name: str) -> str:
-    """How many clips the demo model trained on, from its training.json ('' when it is not there)."""
+    """How many clips the demo model trained on, from its training.json ("many" when it is not there). Every run
+    of a model (its `stages`, then the last) draws a prefix of the same clip streams: the most any drew is all."""
     try:
         record = json.loads((packaged_path(NAMED_MODELS[name][0]) / "training.json").read_text())
-        args = record["args"]
+        runs = [record["args"], *(stage["args"] for stage in record.get("stages", {}).values())]
     except (OSError, KeyError, ValueError):
         return "many"
-    if "train_clips" in args:  # a fine-tune draws a prefix of the same clip stream as the runs it continues
-        most = 0
-        while record:
-            most, record = max(most, record.get("args", {}).get("train_clips", 0)), record.get("previous")
-        return f"{most:,}"
-    long_clips = args.get("long_clips", 0) + args.get("extra_clips", 0)
-    return f"{long_clips:,} long and {args.get('short_clips', 0) + args.get('extra_short', 0):,} short"
+
+    def most(*keys: str) -> int:
+        return max(sum(run.get(k, 0) for k in keys) for run in runs)
+
+    if "train_clips" in runs[0]:
+        return f"{most('train_clips'):,}"
+    return f"{most('long_clips', 'extra_clips'):,} long and {most('short_clips', 'extra_short'):,} short"

@@ -116,13 +116,14 @@ def evaluate_reads(qa, root: Path, erased_root: Path, runs: Path, model: str, sp
     ds_erased = replace(ds_erased, items=[it for it in ds_erased.items if types[it.question_id] in event_types()])
     blind = blind_answers(root)
     # uniform frames: "shown" is decided from the uniform sample (shown_at), whatever the model's card prefers
-    ref = Row("8 frames, unpruned", PruneConfig(method="none"), 8, sampler="uniform")
+    def unpruned(f: int | str) -> Row:
+        return Row(f"{f} frames, unpruned", PruneConfig(method="none"), f, sampler="uniform")
+
+    ref = unpruned(8)
     done: dict[str, dict] = {}
     rows = []
     for f in counts:
-        row = ref if f == 8 else Row(f"{f} frames, unpruned", PruneConfig(method="none"), f, sampler="uniform")
-        if f == "max":
-            row = Row("max frames, unpruned", PruneConfig(method="none"), "max", sampler="uniform")
+        row = ref if f == 8 else unpruned(f)
         if ref.label not in done:
             done[ref.label] = run_row(qa, ds, runs / split, ref, model, split, {})
         frames = resolve_frames(row, [ref], done, qa.dims)
