@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -155,3 +158,16 @@ def test_shows_is_resolved_for_any_frames(scenes):
         inside = [x.start for x in e] + [x.stop for x in e[:-1]]  # each event and each gap after it
         assert L.shows(scene, sorted(inside)) and not L.shows(scene, sorted(inside)[1:])
         assert L.shows(L.erased(scene), [0])  # nothing to see: nothing missed
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to compare with one")
+def test_rendered_clip_bytes_do_not_depend_on_the_cpus(tmp_path):
+    """x264 encodes differently with one thread than with several: a clip rendered on a one-CPU container (or a
+    trainer pinned to a core) must be the clip the benchmark and the feature caches were made from."""
+    scene = L.make_split("train", 1, 0)[0]
+    here = synth.write_mp4(L.render(scene), tmp_path / "here.mp4", fps=scene.fps).read_bytes()
+    code = ("import os, sys; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))});"
+            "from videoqa.synth import long as L, short as S; s = L.make_split('train', 1, 0)[0];"
+            "S.write_mp4(L.render(s), sys.argv[1], fps=s.fps)")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "one.mp4")], check=True)
+    assert (tmp_path / "one.mp4").read_bytes() == here
