@@ -42,3 +42,14 @@ def test_bench_video_times_both_backends_on_the_given_clips(capsys):
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith(clip.name)]
     assert [r[1] for r in rows] == ["pyav", "decord"]
     assert all(r[7] == "yes" for r in rows)  # both sample the same frame indices
+
+
+def test_bench_accuracy_names_the_model_and_measures_every_method(tmp_path, capsys):
+    """The short table is published for both demo models: its title says which one it measured, and it has a row
+    for every method (FastVID included), the unpruned one holding all of that model's visual tokens."""
+    assert main(["bench", "accuracy", "--model", "demo-long", "--clips", "2", "--runs-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Accuracy vs pruning: demo-long, " in out
+    rows = {line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")} - {"method"}
+    assert {"none", "fastv K=2", "vispruner", "random", "vispruner+pos", "random+pos", "fastvid", "fastvid+pos"} <= rows
+    assert re.search(r"^\| none \| 0\.00 \| 136 / 136 \| 100\.0 \|", out, re.M)  # 8 frames x 17 tokens

@@ -108,7 +108,7 @@ def run_accuracy(model: str = "demo", runs_dir: str | Path = "runs/accuracy", cl
             result["method"] += f" d={cfg.context_share}"
         rows.append((result, per_type_exact(root, runs / name / "predictions.jsonl")))
     png = plot_accuracy_vs_flops([result for result, _ in rows], runs / "accuracy_vs_flops.png")
-    return (f"Accuracy vs pruning: demo model, {len(ds.items)} held-out questions ({clips} clips), greedy "
+    return (f"Accuracy vs pruning: {model}, {len(ds.items)} held-out questions ({clips} clips), greedy "
             f"decoding, exact match (normalized equality), overall and per question type:\n" + format_table(rows)
             + f"\nplot -> {png}")
 
