@@ -74,6 +74,9 @@ class LongArgs:
     short_clips: int = 1000
     val_long: int = 30
     val_short: int = 30
+    select_long: int = 0  # long validation clips for choosing the checkpoint, when more than --val-long: the rest
+    # are featurised into a file of their own (the cache of the tower and its features keeps its name)
+    val_counts: str = "8,24,max"  # the frame counts validated
     patch: int = 16
     tower_clips: int = 200
     tower_short: int = 200
@@ -288,6 +291,28 @@ def extra_chunk(a: LongArgs, model, processor, cache: Path, scenes: list, lo: in
     return file
 
 
+def select_scenes(a: LongArgs) -> list:
+    """The validation clips past --val-long, up to --select-long (none when --select-long is not more)."""
+    return synth_long.val_scenes(a.select_long, a.seed)[a.val_long :]
+
+
+def val_counts(a: LongArgs, max_frames: int) -> list[int]:
+    return sorted({max_frames if c == "max" else int(c) for c in a.val_counts.split(",")})
+
+
+def select_features(a: LongArgs, model, processor, cache: Path, log) -> tuple[list, list, list]:
+    """(scenes, features, erased features) of select_scenes, cached in a file of their own."""
+    scenes = select_scenes(a)
+    file = cache_file(a, cache).with_suffix(f".val{a.val_long}-{a.select_long}.pt")
+    if not file.exists():
+        t0 = time.time()
+        save_whole({"feats": featurise(model, processor, scenes, cache),
+                    "erased": featurise(model, processor, scenes, cache, erase=True)}, file)
+        log(f"validation clips {a.val_long}-{a.select_long}: featurised in {time.time() - t0:.0f}s")
+    data = torch.load(file)
+    return scenes, data["feats"], data["erased"]
+
+
 def extra_short_features(a: LongArgs, model, processor, cache: Path, log) -> tuple[list, list]:
     """(scenes, features) of the --extra-short clips (the short train stream past --short-clips)."""
     scenes = synth.make_split("train", a.short_clips + a.extra_short, a.seed)[a.short_clips:]
@@ -378,6 +403,10 @@ def main(argv: list[str] | None = None) -> int:
     val = data["val"]
     val["short"], val["long"] = val_scenes(a)
     check_forward(model, processor, val["long"][0], val["feats"][0])
+    if a.select_long > a.val_long:
+        more, more_feats, more_erased = select_features(a, model, processor, cache, log)
+        val["long"], val["feats"], val["erased"] = (val["long"] + more, val["feats"] + more_feats,
+                                                    val["erased"] + more_erased)
     long_train = synth_long.make_split("train", a.long_clips, a.seed)
     short_train = synth.make_split("train", a.short_clips, a.seed)
     feats, erased = data["feats"], dict(enumerate(data["erased"]))
@@ -390,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         more, more_feats = extra_short_features(a, model, processor, cache, log)
         short_train, short_feats = short_train + more, short_feats + more_feats
     d = Data(a, tok, tpf, long_train, feats, erased, short_train, short_feats)
-    counts = sorted({8, 24, d.max_frames})
+    counts = val_counts(a, d.max_frames)
     log(f"data ready: {len(long_train)} long clips ({len(erased)} also erased), {len(short_train)} short; "
         f"frame counts {a.min_frames}..{d.max_frames}, {tpf} tokens a frame")
 

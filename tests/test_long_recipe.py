@@ -96,3 +96,17 @@ def test_a_continued_run_records_every_run_before_it(tmp_path):
     (tmp_path / "training.json").write_text(json.dumps(record))
     assert train_demo.earlier_stages(str(tmp_path)) == {"stage1": {"args": {"train_clips": 6000}, "step": 1750},
                                                          "stage2": {"args": {"train_clips": 3000}, "step": 150}}
+
+
+def test_checkpoints_are_chosen_on_clips_neither_trained_on_nor_tested():
+    """--select-long adds validation clips for choosing the checkpoint: past the base validation set, none of them a
+    training clip (any the recipe's stages draw) or a clip of the held-out test split the benchmark reports."""
+    a = recipe.LongArgs(val_long=30, select_long=90, val_counts="8,16,24,max")
+    more = recipe.select_scenes(a)
+    keys = {s.key() for s in more}
+    # each against the whole stream its split is drawn from (a superset of the split)
+    assert len(more) == 60 and not keys & {s.key() for s in synth_long.make_split("val", a.val_long, a.seed)}
+    assert not keys & {s.key() for s in synth_long.make_split("train", 600 + 4800, a.seed)}  # stage 4's clips
+    assert not keys & {s.key() for s in synth_long.make_split("test", 120, a.seed)}
+    assert recipe.val_counts(a, 58) == [8, 16, 24, 58]
+    assert recipe.select_scenes(recipe.LongArgs()) == []
