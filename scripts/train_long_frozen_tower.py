@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 python scripts/train_long_frozen_tower.py      # writes runs/demo-long-frozen-tower
 
-The shipped samples/demo-long-model is four runs of it (scripts/train_demo_long.sh); the figures are in its
+The shipped samples/demo-long-model is five runs of it (scripts/train_demo_long.sh); the figures are in its
 training.json and in `videoqa bench long`'s "reads the event" table.
 
 Why the previous recipe (8 px patches, 65 tokens a frame, end-to-end tower) never read events: at 8 frames a
@@ -271,28 +271,39 @@ def extra_features(a: LongArgs, model, processor, cache: Path, log) -> tuple[lis
     scenes = synth_long.make_split("train", a.long_clips + a.extra_clips, a.seed)[a.long_clips:]
     feats, erased = [], {}
     for lo in range(0, len(scenes), EXTRA_CHUNK):
-        data = torch.load(extra_chunk(a, model, processor, cache, scenes, lo, log))
+        data = extra_chunk(a, model, processor, cache, scenes, lo, log)
         erased |= {lo + i: x for i, x in data["erased"].items()}
         feats += data["feats"]
     return scenes, feats, erased
 
 
-def extra_chunk(a: LongArgs, model, processor, cache: Path, scenes: list, lo: int, log) -> Path:
-    """The cache file of extra clips lo..lo+EXTRA_CHUNK, featurised first if it is not there."""
-    part = scenes[lo : lo + EXTRA_CHUNK]
-    file = cache_file(a, cache).with_suffix(f".extra{lo}-{lo + len(part)}.pt")
+def cached(file: Path, make, log, what: str):
+    """The contents of `file`, made by `make()` and saved whole first if it is not there."""
     if not file.exists():
         t0 = time.time()
-        f = featurise(model, processor, part, cache)
+        save_whole(make(), file)
+        log(f"{what}: featurised in {time.time() - t0:.0f}s")
+    return torch.load(file)
+
+
+def extra_chunk(a: LongArgs, model, processor, cache: Path, scenes: list, lo: int, log) -> dict:
+    """Features of extra clips lo..lo+EXTRA_CHUNK ({"feats", "erased"}), cached per chunk."""
+    part = scenes[lo : lo + EXTRA_CHUNK]
+
+    def make() -> dict:
         # every other clip also erased; EXTRA_CHUNK is even, so that is every other one of the whole stream
-        e = dict(zip(range(0, len(part), 2), featurise(model, processor, part[::2], cache, erase=True), strict=True))
-        save_whole({"feats": f, "erased": e}, file)
-        log(f"extra clips {lo}-{lo + len(part)}: featurised in {time.time() - t0:.0f}s")
-    return file
+        erased = featurise(model, processor, part[::2], cache, erase=True)
+        return {"feats": featurise(model, processor, part, cache),
+                "erased": dict(zip(range(0, len(part), 2), erased, strict=True))}
+
+    return cached(cache_file(a, cache).with_suffix(f".extra{lo}-{lo + len(part)}.pt"), make, log,
+                  f"extra clips {lo}-{lo + len(part)}")
 
 
 def select_scenes(a: LongArgs) -> list:
     """The validation clips past --val-long, up to --select-long (none when --select-long is not more)."""
+    if a.select_long <= a.val_long:
+        return []
     return synth_long.val_scenes(a.select_long, a.seed)[a.val_long :]
 
 
@@ -300,28 +311,19 @@ def val_counts(a: LongArgs, max_frames: int) -> list[int]:
     return sorted({max_frames if c == "max" else int(c) for c in a.val_counts.split(",")})
 
 
-def select_features(a: LongArgs, model, processor, cache: Path, log) -> tuple[list, list, list]:
-    """(scenes, features, erased features) of select_scenes, cached in a file of their own."""
-    scenes = select_scenes(a)
-    file = cache_file(a, cache).with_suffix(f".val{a.val_long}-{a.select_long}.pt")
-    if not file.exists():
-        t0 = time.time()
-        save_whole({"feats": featurise(model, processor, scenes, cache),
-                    "erased": featurise(model, processor, scenes, cache, erase=True)}, file)
-        log(f"validation clips {a.val_long}-{a.select_long}: featurised in {time.time() - t0:.0f}s")
-    data = torch.load(file)
-    return scenes, data["feats"], data["erased"]
+def select_features(a: LongArgs, model, processor, cache: Path, scenes: list, log) -> dict:
+    """Features of the select_scenes ({"feats", "erased"}), cached in a file of their own."""
+    return cached(cache_file(a, cache).with_suffix(f".val{a.val_long}-{a.select_long}.pt"),
+                  lambda: {"feats": featurise(model, processor, scenes, cache),
+                           "erased": featurise(model, processor, scenes, cache, erase=True)},
+                  log, f"validation clips {a.val_long}-{a.select_long}")
 
 
 def extra_short_features(a: LongArgs, model, processor, cache: Path, log) -> tuple[list, list]:
     """(scenes, features) of the --extra-short clips (the short train stream past --short-clips)."""
     scenes = synth.make_split("train", a.short_clips + a.extra_short, a.seed)[a.short_clips:]
-    file = cache_file(a, cache).with_suffix(f".short{a.extra_short}.pt")
-    if not file.exists():
-        t0 = time.time()
-        save_whole(featurise(model, processor, scenes, cache), file)
-        log(f"extra short clips: {len(scenes)} featurised in {time.time() - t0:.0f}s")
-    return scenes, torch.load(file)
+    return scenes, cached(cache_file(a, cache).with_suffix(f".short{a.extra_short}.pt"),
+                          lambda: featurise(model, processor, scenes, cache), log, f"{len(scenes)} extra short clips")
 
 
 def prepare(a: LongArgs, model, processor, cache: Path, log) -> dict:
@@ -403,10 +405,10 @@ def main(argv: list[str] | None = None) -> int:
     val = data["val"]
     val["short"], val["long"] = val_scenes(a)
     check_forward(model, processor, val["long"][0], val["feats"][0])
-    if a.select_long > a.val_long:
-        more, more_feats, more_erased = select_features(a, model, processor, cache, log)
-        val["long"], val["feats"], val["erased"] = (val["long"] + more, val["feats"] + more_feats,
-                                                    val["erased"] + more_erased)
+    if picked := select_scenes(a):
+        sel = select_features(a, model, processor, cache, picked, log)
+        val["long"], val["feats"], val["erased"] = (val["long"] + picked, val["feats"] + sel["feats"],
+                                                    val["erased"] + sel["erased"])
     long_train = synth_long.make_split("train", a.long_clips, a.seed)
     short_train = synth.make_split("train", a.short_clips, a.seed)
     feats, erased = data["feats"], dict(enumerate(data["erased"]))

@@ -110,3 +110,20 @@ def test_checkpoints_are_chosen_on_clips_neither_trained_on_nor_tested():
     assert not keys & {s.key() for s in synth_long.make_split("test", 120, a.seed)}
     assert recipe.val_counts(a, 58) == [8, 16, 24, 58]
     assert recipe.select_scenes(recipe.LongArgs()) == []
+
+
+def test_a_feature_cache_is_made_once_and_read_back(tmp_path):
+    """The trainer's caches (extra clips, extra short clips, selection clips) are made on first use and then read,
+    never remade: a continued run must see the features the run before it trained on."""
+    calls, logged = [], []
+
+    def make():
+        calls.append(1)
+        return {"feats": [torch.arange(3.0)]}
+
+    file = tmp_path / "features_x.val30-150.pt"
+    first = recipe.cached(file, make, logged.append, "validation clips 30-150")
+    again = recipe.cached(file, make, logged.append, "validation clips 30-150")
+    assert len(calls) == 1 and torch.equal(first["feats"][0], again["feats"][0])
+    assert [p.name for p in tmp_path.iterdir()] == [file.name]  # no temporary left beside it
+    assert len(logged) == 1 and logged[0].startswith("validation clips 30-150: featurised in")
