@@ -9,9 +9,9 @@ import numpy as np
 import torch
 import train_demo as td
 
+from videoqa.models.tiny import EOS_ID, VIDEO_ID
 from videoqa.synth import long as synth_long
 from videoqa.synth import short as synth
-from videoqa.tiny import EOS_ID, VIDEO_ID
 
 
 def forward(model, ids: torch.Tensor, feats: list[torch.Tensor]) -> torch.Tensor:

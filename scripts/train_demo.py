@@ -24,8 +24,7 @@ import torch
 import torch.nn.functional as F
 from transformers import VideoLlavaForConditionalGeneration, VideoLlavaProcessor
 
-from videoqa.synth import short as synth
-from videoqa.tiny import (
+from videoqa.models.tiny import (
     BASE_CORPUS,
     EOS_ID,
     PAD_ID,
@@ -35,6 +34,7 @@ from videoqa.tiny import (
     build_processor,
     build_tokenizer,
 )
+from videoqa.synth import short as synth
 
 HERE = Path(__file__).resolve().parents[1] / "samples"  # where the shipped models live
 

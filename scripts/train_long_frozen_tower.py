@@ -50,9 +50,9 @@ import long_tower as lt  # noqa: E402
 import train_demo as td  # noqa: E402
 from long_val import evaluate, forward, score  # noqa: E402
 
+from videoqa.models.tiny import VIDEO_ID  # noqa: E402
 from videoqa.synth import long as synth_long  # noqa: E402
 from videoqa.synth import short as synth  # noqa: E402
-from videoqa.tiny import VIDEO_ID  # noqa: E402
 
 HERE = Path(__file__).resolve().parents[1] / "samples"
 EXTRA_CHUNK = 1200  # extra long clips are featurised and cached this many at a time

@@ -13,7 +13,7 @@ import torch
 # test's warnings would go to that closed capture ("--- Logging error ---") instead of the real stderr.
 import transformers  # noqa: F401, E402
 
-from videoqa.tiny import TinySpec, make_tiny_model
+from videoqa.models.tiny import TinySpec, make_tiny_model
 
 torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from videoqa.errors import InputError
+from videoqa.models.video_llava import video_llava_7b_dims
 from videoqa.pruning.adaptive import (
     AdaptivePolicy,
     Decision,
@@ -15,10 +16,10 @@ from videoqa.pruning.adaptive import (
     free_memory_bytes,
     main,
     memory_need,
-    video_llava_7b_dims,
 )
-from videoqa.pruning.base import ModelDims, keep_count
+from videoqa.pruning.base import ModelDims
 from videoqa.pruning.flops import estimate_flops
+from videoqa.pruning.shared import keep_count
 
 GiB = 1 << 30
 DIMS = video_llava_7b_dims()  # 32 layers, d=4096, 257 tokens per frame, context 4096, bf16

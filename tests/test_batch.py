@@ -317,7 +317,7 @@ QUESTION = "What is shown?"
 
 @pytest.fixture(scope="module")
 def tiny_setup(tmp_path_factory):
-    from videoqa.tiny import make_tiny_model
+    from videoqa.models.tiny import make_tiny_model
 
     root = tmp_path_factory.mktemp("batch")
     model = make_tiny_model(root / "model")

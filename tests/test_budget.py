@@ -3,8 +3,9 @@
 import pytest
 
 from videoqa.errors import InputError
+from videoqa.models.video_llava import video_llava_7b_dims
 from videoqa.pruning import PruneConfig
-from videoqa.pruning.adaptive import AdaptivePolicy, decide, video_llava_7b_dims
+from videoqa.pruning.adaptive import AdaptivePolicy, decide
 from videoqa.pruning.budget import check_context, frame_cap, largest, only_kept_count, plan
 
 DIMS = video_llava_7b_dims()  # 4096 context, 257 tokens per frame

@@ -9,9 +9,9 @@ from transformers import VideoLlavaForConditionalGeneration
 
 from videoqa import llm
 from videoqa.errors import InputError
+from videoqa.models.tiny import TinySpec, make_tiny_model
 from videoqa.pruning import PruneConfig, keep_count
-from videoqa.pruning.fastv import FastVPlan
-from videoqa.tiny import TinySpec, make_tiny_model
+from videoqa.pruning.methods.fastv.algorithm import FastVPlan
 
 FAMILIES = ["llama", "qwen2", "mistral"]
 N, VIS = (60, slice(6, 46))  # a prompt of 60 tokens whose positions 6..45 are visual

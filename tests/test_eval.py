@@ -175,7 +175,7 @@ def test_report_table_plot_and_references(tmp_path):
 
 
 def test_eval_and_report_commands_with_a_tiny_model(tmp_path, capsys):
-    from videoqa.tiny import make_tiny_model
+    from videoqa.models.tiny import make_tiny_model
 
     model = make_tiny_model(tmp_path / "model")
     root = make_dataset(tmp_path / "data").parent
@@ -246,7 +246,7 @@ def _dead_port() -> int:
 
 
 def test_eval_with_nothing_judged_fails_in_one_line(tmp_path, capsys):
-    from videoqa.tiny import make_tiny_model
+    from videoqa.models.tiny import make_tiny_model
 
     model = make_tiny_model(tmp_path / "model")
     root = make_dataset(tmp_path / "data").parent

@@ -275,17 +275,17 @@ def llava_v1_prompt(turns: list[tuple[str, str | None]]) -> str:
 
 
 def test_official_prompt_is_the_llava_v1_conversation():
-    from videoqa.model import build_prompt
+    from videoqa.models import VideoLlava
 
     def ours(question, history=None, template="official"):  # the 8 per-frame image slots are one <video> here
-        return build_prompt(question, history, template).replace("<video>", "<image>" * 8)
+        return VideoLlava().prompt(question, history, template).replace("<video>", "<image>" * 8)
 
     assert ours("what is {x}?") == llava_v1_prompt([("what is {x}?", None)])
     assert ours("and then?", [("what is it?", "a cat.")]) == llava_v1_prompt([("what is it?", "a cat."),
                                                                               ("and then?", None)])
-    assert build_prompt("q?", template="plain") == "USER: <video>\nq? ASSISTANT:"
+    assert VideoLlava().prompt("q?", template="plain") == "USER: <video>\nq? ASSISTANT:"
     with pytest.raises(InputError, match="unknown prompt template 'vicuna'"):
-        build_prompt("q?", template="vicuna")
+        VideoLlava().prompt("q?", template="vicuna")
 
 
 def test_eval_defaults_to_the_models_own_conversation_and_official_length(tiny_model_dir, tmp_path):

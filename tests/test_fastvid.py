@@ -11,7 +11,7 @@ from videoqa.cli.options import prune_from_args
 from videoqa.errors import InputError
 from videoqa.pruning import PruneConfig, keep_count
 from videoqa.pruning.base import VisualLayout
-from videoqa.pruning.fastvid import (
+from videoqa.pruning.methods.fastvid.algorithm import (
     FastVIDParams,
     density_peaks,
     frame_similarities,

@@ -6,6 +6,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import VideoLlavaConfig
 
+from videoqa.models import VideoLlava
 from videoqa.pruning.base import ModelDims
 from videoqa.pruning.flops import estimate_flops, layer_flops
 
@@ -16,7 +17,7 @@ TEXT_TOKENS = 64
 
 @pytest.mark.parametrize(("k", "published"), [(2, 0.523), (5, 0.571)])
 def test_paper_ratios_video_llava_7b(k, published):
-    dims = ModelDims.from_config(VideoLlavaConfig())  # the 7B architecture, no weights
+    dims = VideoLlava().dims(VideoLlavaConfig())  # the 7B architecture, no weights
     assert (dims.n_layers, dims.hidden, dims.ffn) == (32, 4096, 11008)
     est = estimate_flops(dims, TEXT_TOKENS, 2048, 1024, k)  # R = 50% of 2048 visual tokens
     assert abs(est.ratio - published) < 0.01
@@ -82,7 +83,7 @@ def test_matches_flop_counter_on_real_layers(layer):
 
 def test_layer_formula_and_edges():
     assert layer_flops(3, 5, 7) == 4 * 3 * 25 + 2 * 9 * 5 + 2 * 3 * 5 * 7
-    dims = ModelDims.from_config(VideoLlavaConfig())
+    dims = VideoLlava().dims(VideoLlavaConfig())
     none = estimate_flops(dims, 64, 2048, 100, None)
     assert none.ratio == 1.0 and none.pruned == none.full and none.n_tokens_pruned == none.n_tokens
     before = estimate_flops(dims, 64, 2048, 1024, 0)

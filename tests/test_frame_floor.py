@@ -9,9 +9,9 @@ from transformers import VideoLlavaForConditionalGeneration
 from videoqa import llm
 from videoqa.cli import main
 from videoqa.errors import InputError
+from videoqa.models.tiny import TinySpec, make_tiny_model
 from videoqa.pruning import PruneConfig, keep_count
-from videoqa.pruning.fastv import FastVPlan, top_tokens
-from videoqa.tiny import TinySpec, make_tiny_model
+from videoqa.pruning.methods.fastv.algorithm import FastVPlan, top_tokens
 
 N, VIS, TPF = 60, slice(6, 46), 10  # 40 visual tokens: 4 "frames" of 10
 

@@ -18,12 +18,13 @@ from clipgen import write_clip
 from videoqa import llm
 from videoqa.answer import Answer
 from videoqa.errors import InputError, ModelLoadError, VideoError
-from videoqa.model import NAMED_MODELS, LoadedModel, build_prompt, packaged_path, resolve_model
+from videoqa.model import NAMED_MODELS, LoadedModel, packaged_path, resolve_model
+from videoqa.models import VideoLlava
+from videoqa.models.tiny import EOS_ID, TinySpec, make_tiny_model
 from videoqa.pipeline import CACHE_SIZE, TextDelta, VideoQA
 from videoqa.pruning import PruneConfig, keep_count
 from videoqa.pruning.adaptive import AdaptivePolicy
 from videoqa.request import positions
-from videoqa.tiny import EOS_ID, TinySpec, make_tiny_model
 from videoqa.video import sample_frames
 
 
@@ -33,8 +34,8 @@ def clip_path(tmp_path_factory):
 
 
 def test_prompt_template_and_history():
-    assert build_prompt("What is it?") == "USER: <video>\nWhat is it? ASSISTANT:"
-    assert build_prompt("And then?", [("What is it?", "A cat.")]) == (
+    assert VideoLlava().prompt("What is it?") == "USER: <video>\nWhat is it? ASSISTANT:"
+    assert VideoLlava().prompt("And then?", [("What is it?", "A cat.")]) == (
         "USER: <video>\nWhat is it? ASSISTANT: A cat.</s>USER: And then? ASSISTANT:")
 
 
@@ -44,7 +45,7 @@ def test_answer_equals_direct_generate(tiny_qa, clip_path):
     answer = tiny_qa.ask(clip_path, question, prune=PruneConfig(method="none"), max_new_tokens=8)
     frames = sample_frames(clip_path, 8).frames
     proc = tiny_qa.processor
-    inputs = proc(text=[build_prompt(question, template=tiny_qa.prompt)], videos=[list(frames)], return_tensors="pt")
+    inputs = proc(text=[VideoLlava().prompt(question, template=tiny_qa.prompt)], videos=[list(frames)], return_tensors="pt")
     out = tiny_qa.model.generate(**inputs, max_new_tokens=8, do_sample=False)
     new = out[0, inputs["input_ids"].shape[1]:]
     expected = proc.tokenizer.decode(new, skip_special_tokens=True).strip()

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from videoqa.pruning.random import select_random
+from videoqa.pruning.methods.random.algorithm import select_random
 
 
 def test_sorted_unique_in_range_and_exact_count():

@@ -36,7 +36,7 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    from videoqa.tiny import make_tiny_model
+    from videoqa.models.tiny import make_tiny_model
 
     root = tmp_path_factory.mktemp("ray")
     model = make_tiny_model(root / "model")

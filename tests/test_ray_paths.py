@@ -28,7 +28,7 @@ QUESTION = "What is shown?"
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
     """The user's folder: a model, two clips, a questions file and a dataset, all named relatively."""
-    from videoqa.tiny import make_tiny_model
+    from videoqa.models.tiny import make_tiny_model
 
     work = tmp_path_factory.mktemp("work")
     make_tiny_model(work / "model")

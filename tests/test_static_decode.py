@@ -19,7 +19,7 @@ from videoqa.llm import BUCKET, Decoder, StaticKVCache, decoder_for
 from videoqa.model import LoadedModel
 from videoqa.pipeline import VideoQA
 from videoqa.pruning import keep_count
-from videoqa.pruning.fastv import FastVPlan
+from videoqa.pruning.methods.fastv.algorithm import FastVPlan
 
 N, PAD = 60, 9  # prompt length; the second sample of a batch is PAD tokens shorter (left-padded)
 

@@ -63,7 +63,7 @@ def test_slot_count_must_equal_the_visual_features(tiny_qa, clip_path):
     req = tiny_qa.prepare(clip_path, "What is it?", None, NONE, 4, 4)
     extra = torch.cat([req.ids[:2], req.ids.new_tensor([tiny_qa.model.config.video_token_id]), req.ids[2:]])
     with pytest.raises(InputError, match="video-token slots"):
-        embed(tiny_qa.model, extra[None], req.visual)
+        embed(tiny_qa.model, extra[None], req.visual, tiny_qa.visual_token_id)
 
 
 def test_a_template_must_have_one_video_token(tiny_qa):

@@ -4,8 +4,9 @@ import pytest
 import torch
 from transformers import CLIPVisionConfig, CLIPVisionModel
 
+from videoqa.models.clip_tower import cls_attention
 from videoqa.pruning.base import VisualLayout
-from videoqa.pruning.vispruner import cls_attention, select_vispruner
+from videoqa.pruning.methods.vispruner.algorithm import select_vispruner
 
 
 def _tower(attn):

@@ -1,4 +1,4 @@
-"""Loading Video-LLaVA (model + processor) and writing its prompt."""
+"""Loading a checkpoint (model + processor) of any registered family (videoqa/models/): names, devices, errors."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import importlib.resources
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import InputError, ModelLoadError
-from .model_card import ModelCard, read_card
+from .errors import ModelLoadError
+from .model_card import read_card
+from .models import Family, LoadedModel, family_of
 
 if TYPE_CHECKING:  # torch is imported where a model is loaded: the command line checks model names without it
     import torch
@@ -20,21 +20,9 @@ DEFAULT_MODEL = "LanguageBind/Video-LLaVA-7B-hf"
 # Short names for the models shipped in `videoqa.samples`: name -> (folder, the script that trains it).
 NAMED_MODELS = {
     "demo": ("demo-model", "scripts/train_demo.py"),
-    "demo-long": ("demo-long-model", "scripts/train_long.py"),
+    "demo-long": ("demo-long-model", "scripts/train_long_frozen_tower.py"),
 }
 DTYPES = ("float32", "bfloat16", "float16")  # names of torch dtypes
-
-
-@dataclass
-class LoadedModel:
-    model: torch.nn.Module
-    processor: object
-    device: torch.device
-    dtype: torch.dtype
-    name: str
-    # The folder's videoqa.json (its conversation, its policy constants), read by load_model. One built by hand
-    # from parts already loaded (tests, GPU checks) keeps the plain template, as before cards existed.
-    card: ModelCard = ModelCard(conversation="plain")
 
 
 def packaged_path(name: str) -> Path:
@@ -146,9 +134,7 @@ def load_model(
     dtype: str | torch.dtype | None = None,
     attn_implementation: str = "sdpa",
 ) -> LoadedModel:
-    """Load a Video-LLaVA checkpoint (HF id or folder) with its processor, in eval mode."""
-    from transformers import VideoLlavaForConditionalGeneration, VideoLlavaProcessor
-
+    """Load a checkpoint (HF id or folder) of a registered family with its processor, in eval mode."""
     path = resolve_model(name)
     dev = pick_device(device)
     dt = pick_dtype(dtype, dev)
@@ -158,16 +144,18 @@ def load_model(
         except ImportError:
             raise ModelLoadError("--attn flash_attention_2 needs the flash-attn package (pip install "
                                  "flash-attn); use --attn sdpa otherwise") from None
-    if Path(path).is_dir():
-        _check_folder(name, Path(path))
-    unreachable = None if Path(path).is_dir() else hub_unreachable(path)
+    local = Path(path).is_dir()
+    family = _check_folder(name, Path(path)) if local else None
+    unreachable = None if local else hub_unreachable(path)
     try:
-        processor = VideoLlavaProcessor.from_pretrained(path, local_files_only=unreachable is not None)
-        # Mismatched shapes are reported below, by name, instead of the library's RuntimeError.
-        model, info = VideoLlavaForConditionalGeneration.from_pretrained(
-            path, dtype=dt, attn_implementation=attn_implementation, local_files_only=unreachable is not None,
-            ignore_mismatched_sizes=True, output_loading_info=True,
-        )
+        if family is None:
+            from transformers import AutoConfig
+
+            family = family_of(AutoConfig.from_pretrained(path, local_files_only=unreachable is not None,
+                                                          trust_remote_code=False))
+        model, processor, info = family.load(path, dt, attn_implementation, unreachable is not None)
+    except ModelLoadError:
+        raise
     except Exception as e:  # a missing file, a corrupt or truncated one, a bad config: one line
         raise _load_error(name, path, e, unreachable) from None
     if info["mismatched_keys"]:
@@ -178,17 +166,18 @@ def load_model(
     model.to(dev).eval()
     # Batched prompts must be left-padded so every sample's last token is at the end.
     processor.tokenizer.padding_side = "left"
-    return LoadedModel(model=model, processor=processor, device=dev, dtype=dt, name=name, card=read_card(path))
+    return LoadedModel(model=model, processor=processor, device=dev, dtype=dt, name=name, card=read_card(path),
+                       family=family)
 
 
-def _check_folder(name: str, folder: Path) -> None:
-    """A model folder without a readable config.json is said in those words, naming the file (transformers would
-    answer with its hub advice, or a JSON position without the file's name)."""
+def _check_folder(name: str, folder: Path) -> Family:
+    """The family of a model folder. One without a readable config.json is said in those words, naming the file
+    (transformers would answer with its hub advice, or a JSON position without the file's name)."""
     config = folder / "config.json"
     if not config.is_file():
         raise ModelLoadError(f"cannot load model {name!r}: no config.json in {folder}")
     try:
-        json.loads(config.read_text())
+        return family_of(json.loads(config.read_text()))
     except (OSError, UnicodeDecodeError) as e:
         raise ModelLoadError(f"cannot load model {name!r}: cannot read {config} ({e})") from None
     except json.JSONDecodeError as e:
@@ -209,35 +198,3 @@ def _load_error(name: str, path: str, e: Exception, unreachable: str | None) -> 
         return ModelLoadError(f"cannot load model {name!r}: a .safetensors file is truncated or corrupt "
                               f"({_first_line(e)}); download it again")
     return ModelLoadError(f"cannot load model {name!r}: {_first_line(e)}")
-
-
-
-# Prompt templates by name. `plain` is the checkpoint's chat template; `official` is the `llava_v1`
-# conversation Video-LLaVA's evaluation scripts use: its system preamble, then the same turns after a " "
-# separator (SeparatorStyle.TWO: " " after a user turn, "</s>" after an assistant turn).
-LLAVA_V1_SYSTEM = (
-    "A chat between a curious human and an artificial intelligence assistant. "
-    "The assistant gives helpful, detailed, and polite answers to the human's questions."
-)
-PROMPT_TEMPLATES = {"plain": "", "official": LLAVA_V1_SYSTEM + " "}
-
-
-def conversation_of(name: str) -> str:
-    """The conversation a model was trained on (its folder's videoqa.json; "official" without one): the default
-    prompt template."""
-    return read_card(resolve_model(name)).conversation
-
-
-def build_prompt(question: str, history: list[tuple[str, str]] | None = None, template: str = "plain") -> str:
-    """`[preamble ]USER: <video>\n{question} ASSISTANT:`; earlier turns come first.
-
-    Earlier answers end with `</s>` as in the Vicuna v1 conversation format the model was trained on.
-    """
-    if template not in PROMPT_TEMPLATES:
-        raise InputError(f"unknown prompt template {template!r}; choose {' or '.join(PROMPT_TEMPLATES)}")
-    turns = list(history or []) + [(question, None)]
-    parts = []
-    for i, (q, a) in enumerate(turns):
-        user = f"USER: <video>\n{q}" if i == 0 else f"USER: {q}"
-        parts.append(f"{user} ASSISTANT:" + ("" if a is None else f" {a}</s>"))
-    return PROMPT_TEMPLATES[template] + "".join(parts)

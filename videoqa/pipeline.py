@@ -21,10 +21,10 @@ from .answer import Answer
 from .answering import BatchRun, TextDelta, assemble, stream_text
 from .errors import InputError
 from .measure import Clock, PeakMemory, device_clock
-from .model import PROMPT_TEMPLATES, LoadedModel, build_prompt, load_model
+from .model import LoadedModel, load_model
 from .model_policy import model_policy, set_on_pipeline
 from .prompt_tokens import expand_video_slot, prompt_ids
-from .pruning import Acts, EncodedVideo, ModelDims, PruneConfig, Selection, keep_count
+from .pruning import Acts, EncodedVideo, PruneConfig, Selection, keep_count
 from .pruning.adaptive import free_memory_bytes
 from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, Plan, check_context, fits_context, largest, plan
 from .request import Collated, Request, collate
@@ -39,7 +39,7 @@ CACHE_SIZE = 8  # encoded videos (and decoded clips, tokenised prompts) kept per
 
 
 class VideoQA:
-    """A loaded Video-LLaVA with pruning defaults and a small cache of encoded videos.
+    """A loaded video LLM (any registered family) with pruning defaults and a small cache of encoded videos.
 
     Safe to share between threads: `ask`, `stream` and `ask_batch` hold a lock for the whole call, so calls
     from several threads run one after another. A `stream` holds it until it is exhausted or closed, so do
@@ -56,7 +56,9 @@ class VideoQA:
         llm.check_kernel(loaded.model)
         self.model, self.processor = loaded.model, loaded.processor
         self.device, self.dtype, self.name = loaded.device, loaded.dtype, loaded.name
-        self.dims = ModelDims.from_config(self.model.config, dtype_bytes=torch.finfo(self.dtype).bits // 8)
+        self.family = loaded.family
+        self.visual_token_id = self.family.visual_token_id(self.model.config)
+        self.dims = self.family.dims(self.model.config, dtype_bytes=torch.finfo(self.dtype).bits // 8)
         # The model's own policy constants (its videoqa.json, else Video-LLaVA-7B's defaults): FastV's K when none
         # is asked for, the adaptive policy; replace `policy` to try others (the long-clip benchmark's sweep does).
         self.model_policy = model_policy(loaded.card)
@@ -67,8 +69,8 @@ class VideoQA:
         self.sampler = self._check_sampler(sampler or self.model_policy.sampler)  # None: the model card's
         self.max_new_tokens = max_new_tokens
         prompt = prompt or loaded.card.conversation  # None: the conversation the model was trained on
-        if prompt not in PROMPT_TEMPLATES:
-            raise InputError(f"unknown prompt template {prompt!r}; choose {' or '.join(PROMPT_TEMPLATES)}")
+        if prompt not in self.family.templates:
+            raise InputError(f"unknown prompt template {prompt!r}; choose {' or '.join(self.family.templates)}")
         self.prompt = prompt  # the template's name, recorded with every answer
         # "static": a preallocated KV cache; "compiled": that step under torch.compile (a CUDA graph on GPUs)
         self.decoder = llm.decoder_for(self.model, decode)
@@ -130,7 +132,7 @@ class VideoQA:
         enc = self._encoded.get_fresh(key)
         if enc is not None:
             return enc, True
-        enc = encode_frames(self.model, self.processor, frames, self.device, self.dtype, cancel)
+        enc = encode_frames(self.family, self.model, self.processor, frames, self.device, self.dtype, cancel)
         self.encode_count += 1
         self._encoded.put(key, enc)
         return enc, False
@@ -149,8 +151,8 @@ class VideoQA:
         key = (question, tuple(history or ()))
         ids = self._prompts.get_fresh(key)
         if ids is None:
-            ids = prompt_ids(self.processor.tokenizer, lambda q, h: build_prompt(q, h, self.prompt), question,
-                             history, self.model.config.video_token_id, 1)
+            ids = prompt_ids(self.processor.tokenizer, lambda q, h: self.family.prompt(q, h, self.prompt), question,
+                             history, self.visual_token_id, 1)
             self._prompts.put(key, ids)
         return ids
 
@@ -206,7 +208,7 @@ class VideoQA:
         enc, cached = self.encode(clip.frames, cancel)
         t_encode = 0.0 if cached else self.clock() - t0
         sel = self.select(enc, cfg, planned.r)
-        ids = torch.tensor(expand_video_slot(text_ids, self.model.config.video_token_id, len(sel.visual)),
+        ids = torch.tensor(expand_video_slot(text_ids, self.visual_token_id, len(sel.visual)),
                            device=self.device)
         hidden = enc.layout.n_tokens - len(sel.visual) if cfg.original_positions else 0  # positions pruned ones hold
         room = self.dims.context - len(ids) - hidden
@@ -246,7 +248,7 @@ class VideoQA:
     # -- the LLM ------------------------------------------------------------------------------------
 
     def collate(self, requests: list[Request]) -> Collated:
-        return collate(self.model, requests, self.device, self.dtype)
+        return collate(self.model, requests, self.device, self.dtype, self.visual_token_id)
 
     def prefill(self, requests: list[Request], batch: Collated) -> llm.PrefillResult:
         """Run the prompts through the LLM; a method acting inside it (FastV) ranks and prunes each sample."""

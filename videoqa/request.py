@@ -57,9 +57,9 @@ class Collated:
     position_ids: Tensor  # [B, n] RoPE positions
 
 
-def embed(model, ids: Tensor, visual: Tensor) -> tuple[Tensor, Tensor]:
-    """Token embeddings with the visual features scattered into the video-token slots."""
-    vis_mask = ids == model.config.video_token_id
+def embed(model, ids: Tensor, visual: Tensor, visual_token_id: int) -> tuple[Tensor, Tensor]:
+    """Token embeddings with the visual features scattered into the visual-token slots."""
+    vis_mask = ids == visual_token_id
     if int(vis_mask.sum()) != len(visual):
         raise InputError(f"the prompt has {int(vis_mask.sum())} video-token slots for {len(visual)} visual "
                          f"features; they must be equal")
@@ -84,7 +84,8 @@ def positions(req: Request, vis_mask: Tensor) -> Tensor:
     return pos
 
 
-def collate(model, requests: list[Request], device: torch.device, dtype: torch.dtype) -> Collated:
+def collate(model, requests: list[Request], device: torch.device, dtype: torch.dtype, visual_token_id: int
+            ) -> Collated:
     """One left-padded batch: every prompt ends at the last position, so each sample's next token is there."""
     b, n = len(requests), max(len(req.ids) for req in requests)
     width = model.get_input_embeddings().embedding_dim
@@ -95,7 +96,7 @@ def collate(model, requests: list[Request], device: torch.device, dtype: torch.d
         position_ids=torch.zeros(b, n, dtype=torch.long, device=device),
     )
     for i, req in enumerate(requests):
-        e, v = embed(model, req.ids[None], req.visual)
+        e, v = embed(model, req.ids[None], req.visual, visual_token_id)
         start = n - len(req.ids)
         batch.embeds[i, start:], batch.visual_mask[i, start:] = e[0], v[0]
         batch.attention_mask[i, start:] = 1

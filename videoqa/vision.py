@@ -1,4 +1,4 @@
-"""The encode stage: frames -> the vision tower's features, its [CLS] attention and the visual layout.
+"""The encode stage: frames -> the family's vision features, per-token saliency and visual layout.
 
 What a before-the-LLM pruning method chooses from (`EncodedVideo`); follow-up questions on a clip reuse it.
 """
@@ -13,7 +13,8 @@ import numpy as np
 import torch
 
 from .errors import Cancelled
-from .pruning import EncodedVideo, VisualLayout
+from .models import Family
+from .pruning import EncodedVideo
 
 __all__ = ["EncodedVideo", "LRU", "encode_frames", "frames_hash"]
 
@@ -23,31 +24,16 @@ def frames_hash(frames: np.ndarray) -> str:
 
 
 @torch.inference_mode()
-def encode_frames(model, processor, frames: np.ndarray, device: torch.device, dtype: torch.dtype,
+def encode_frames(family: Family, model, processor, frames: np.ndarray, device: torch.device, dtype: torch.dtype,
                   cancel: Callable[[], bool] | None = None) -> EncodedVideo:
-    """Preprocess `frames` [F, H, W, 3] and run Video-LLaVA's video tower and projector. `cancel` is asked
-    before preprocessing and before the tower (which takes all frames at once, so its numbers never depend
-    on how a clip was split); True stops with Cancelled."""
-    from .pruning.vispruner import cls_attention
+    """`frames` [F, H, W, 3] through the family's vision tower and projector. `cancel` is asked before each
+    expensive step (preprocessing, the tower); True stops with Cancelled."""
 
     def check() -> None:
         if cancel is not None and cancel():
             raise Cancelled("encoding frames")
 
-    check()
-    pixels = processor.video_processor(videos=[list(frames)], return_tensors="pt")["pixel_values_videos"]
-    check()
-    pixels = pixels[0].to(device, dtype)  # [F, 3, H, W]
-    tower = model.model.video_tower
-    out = tower(pixels, output_hidden_states=True)
-    cfg = model.config
-    layer = cfg.vision_feature_layer
-    idx = layer if layer >= 0 else len(out.hidden_states) + layer  # hidden_states[0] is the embeddings
-    vision_features = out.hidden_states[idx]
-    attn = cls_attention(tower.encoder.layers[idx - 1], out.hidden_states[idx - 1])
-    features = model.model.multi_modal_projector(vision_features)
-    grid = cfg.vision_config.image_size // cfg.vision_config.patch_size
-    return EncodedVideo(features, vision_features, attn, VisualLayout(n_frames=len(frames), grid=grid))
+    return family.encode(model, processor, frames, device, dtype, check)
 
 
 class LRU(OrderedDict):

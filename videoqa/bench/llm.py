@@ -18,23 +18,24 @@ import torch
 
 from .. import llm
 from ..measure import Clock, Timer, best_of, device_clock
+from ..models.video_llava import video_llava_7b_dims
 from ..pruning import REGISTRY, Acts, EncodedVideo, ModelDims, PruneConfig, VisualLayout, keep_count
 from ..pruning.flops import estimate_flops
 from .setup import PRESETS, Setup
 
-TOKENS_PER_FRAME = 257  # Video-LLaVA: 16x16 patches + the frame's CLS
+TOKENS_PER_FRAME = video_llava_7b_dims().tokens_per_frame  # 257: 16x16 patches + the frame's CLS
 TEXT_BEFORE, TEXT_AFTER = 35, 25  # "USER: " + system prefix before the video, the question after it
 
 
 def build_lm(setup: Setup):
     """A random-weight causal LM of the preset's shape (Llama, the Video-LLaVA-7B decoder family)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM
 
-    cfg = LlamaConfig(**PRESETS[setup.preset], attn_implementation=setup.attn)
+    cfg = AutoConfig.for_model("llama", **PRESETS[setup.preset], attn_implementation=setup.attn)
     torch.manual_seed(setup.seed)
     dtype = getattr(torch, setup.dtype)
     with torch.device(setup.device):
-        model = LlamaForCausalLM(cfg).to(dtype).eval()
+        model = AutoModelForCausalLM.from_config(cfg).to(dtype).eval()
     return model
 
 

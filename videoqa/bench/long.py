@@ -29,8 +29,9 @@ from ..eval.datasets import QADataset, load_dataset
 from ..eval.judges import ExactJudge
 from ..eval.run import run_eval
 from ..model_policy import ModelPolicy
+from ..models.video_llava import video_llava_7b_dims
 from ..pruning import REGISTRY, ModelDims, PruneConfig
-from ..pruning.adaptive import AdaptivePolicy, video_llava_7b_dims
+from ..pruning.adaptive import AdaptivePolicy
 from ..pruning.flops import estimate_flops
 from .accuracy import exact_hits
 from .long_reads import evaluate_reads, format_reads

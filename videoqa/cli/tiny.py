@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from ..tiny import TinySpec, make_tiny_model
+from ..models.tiny import TinySpec, make_tiny_model
 
 
 def register(sub) -> None:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from ..models.video_llava import video_llava_7b_dims
 from ..pruning import AUTO
-from ..pruning.adaptive import video_llava_7b_dims
 from ..pruning.flops import estimate_flops
 
 # The papers ran Video-LLaVA-7B with 8 frames x 256 = 2048 visual tokens.

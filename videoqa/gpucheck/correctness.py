@@ -16,7 +16,7 @@ from torch import Tensor
 
 from .. import llm
 from ..pruning import keep_count
-from ..pruning.fastv import FastVPlan
+from ..pruning.methods.fastv.algorithm import FastVPlan
 from .models import OTHER_QUESTION, QUESTION, Target, prompt_batch
 from .report import FAIL, PASS, SKIP, Check, verdict
 

@@ -19,7 +19,7 @@ from torch.utils._pytree import tree_flatten
 from .. import llm
 from ..pruning import ModelDims, keep_count
 from ..pruning.adaptive import AdaptivePolicy, decide, free_memory_bytes, memory_need
-from ..pruning.fastv import FastVPlan
+from ..pruning.methods.fastv.algorithm import FastVPlan
 from .models import prompt_batch
 from .report import FAIL, Check, verdict
 

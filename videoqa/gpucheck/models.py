@@ -9,9 +9,11 @@ import numpy as np
 import torch
 
 from ..measure import device_clock
-from ..tiny import BOS_ID, EOS_ID, IMAGE_ID, PAD_ID, VIDEO_ID, TinySpec, build_processor, build_tokenizer
-from ..tiny import build_config as tiny_config
+from ..models import VideoLlava
+from ..models.tiny import PAD_ID, TinySpec, build_processor, build_tokenizer
+from ..models.tiny import build_config as tiny_config
 
+FAMILY = VideoLlava()  # the family whose 7B-class shapes the check runs
 QUESTION = "What is happening in this video? Describe the motion of every object."
 OTHER_QUESTION = "Which colour is the moving shape?"  # shorter: left-padded next to QUESTION in a batch
 
@@ -45,22 +47,14 @@ def cpu_target() -> Target:
 
 
 def build_config(target: Target):
-    """Video-LLaVA's config: the defaults (7B) with the checkpoint's context and vocabulary, or tiny shapes."""
-    from transformers import VideoLlavaConfig
-
+    """The family's 7B-class config (Video-LLaVA-7B's architecture), or tiny shapes."""
     if target.spec is not None:
         return tiny_config(target.spec, target.spec.vocab_size)
-    cfg = VideoLlavaConfig(image_token_index=IMAGE_ID, video_token_index=VIDEO_ID)
-    t = cfg.text_config
-    t.max_position_embeddings, t.vocab_size = 4096, 32064  # LanguageBind/Video-LLaVA-7B-hf's values
-    t.pad_token_id, t.bos_token_id, t.eos_token_id = PAD_ID, BOS_ID, EOS_ID
-    return cfg
+    return FAMILY.reference_config()
 
 
 def build_qa(target: Target):
     """(VideoQA over a random-weight model initialised on the device, seconds it took)."""
-    from transformers import VideoLlavaForConditionalGeneration
-
     from ..model import LoadedModel
     from ..pipeline import VideoQA
 
@@ -69,7 +63,7 @@ def build_qa(target: Target):
     cfg = build_config(target)
     torch.manual_seed(0)
     with torch.device(target.device):
-        model = VideoLlavaForConditionalGeneration._from_config(cfg, dtype=target.dtype, attn_implementation="sdpa")
+        model = FAMILY.classes()[0]._from_config(cfg, dtype=target.dtype, attn_implementation="sdpa")
     model.eval().requires_grad_(False)
     model.generation_config.pad_token_id = PAD_ID
     model.generation_config.eos_token_id = None  # random weights: always decode the full length

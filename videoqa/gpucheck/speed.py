@@ -20,8 +20,8 @@ from ..bench.llm import Setup
 from ..measure import Timer, device_clock
 from ..pruning import PruneConfig, keep_count
 from ..pruning.adaptive import decide, free_memory_bytes
-from ..pruning.fastv import FastVPlan
 from ..pruning.flops import estimate_flops
+from ..pruning.methods.fastv.algorithm import FastVPlan
 from .models import QUESTION, Target, prompt_batch, synthetic_frames
 from .report import INFO, Check, verdict
 

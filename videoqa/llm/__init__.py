@@ -23,7 +23,7 @@ from .decode import (
     decoder_for,
     eos_ids,
 )
-from .prompt import PrefillResult, prefill
+from .prefill import PrefillResult, prefill
 
 __all__ = [
     "BUCKET", "DECODE_MODES", "KERNELS", "Decoder", "LanguageModel", "PrefillResult", "StaticKVCache", "adapt",

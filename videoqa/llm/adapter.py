@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor, nn
 
 from ..errors import InputError
@@ -80,9 +81,40 @@ class LanguageModel:
                              **{self.cache_keyword: cache})
         return out[0] if isinstance(out, tuple) else out
 
+    def attention_rows(self, i: int, h_in: Tensor, rows: Tensor, pos_emb: tuple[Tensor, Tensor], cache,
+                       key_mask: Tensor) -> Tensor:
+        """Attention weights of layer `i` for query positions `rows` only, mean over heads: [B, len(rows), n].
+
+        `h_in` is the layer's input [B, n, d]; its keys (after RoPE) are read from the cache the layer just
+        filled. Costs O(len(rows) * n * d) instead of the n x n matrix eager attention would build."""
+        layer = self.layers[i]
+        attn = layer.self_attn
+        b = h_in.shape[0]
+        x = layer.input_layernorm(h_in[:, rows])
+        q = attn.q_proj(x).view(b, len(rows), -1, attn.head_dim)
+        if hasattr(attn, "q_norm"):  # Qwen3-style per-head query norm
+            q = attn.q_norm(q)
+        q = q.transpose(1, 2)  # [B, H, r, hd]
+        cos, sin = (t[:, rows].unsqueeze(1) for t in pos_emb)
+        q = q * cos + _rotate_half(q) * sin
+        keys = cache.layers[i].keys  # [B, Hkv, n, hd]
+        groups = q.shape[1] // keys.shape[1]
+        q = q.view(b, keys.shape[1], groups, len(rows), -1)  # heads grouped by their kv head (GQA)
+        logits = torch.einsum("bkgrd,bknd->bkgrn", q.float(), keys.float()) * attn.scaling
+        n = keys.shape[2]
+        causal = torch.arange(n, device=q.device)[None, :] <= rows[:, None]  # [r, n]
+        allowed = causal[None, None, None] & key_mask[:, None, None, None, :]
+        logits = logits.masked_fill(~allowed, float("-inf"))
+        return logits.softmax(-1).mean(dim=(1, 2))
+
     def logits(self, h: Tensor) -> Tensor:
         """Float logits [B, V] of the last position of hidden states `h` [B, n, d]."""
         return self.lm_head(self.norm(h[:, -1:]))[:, 0].float()
+
+
+def _rotate_half(x: Tensor) -> Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
 
 
 def adapt(model: nn.Module | LanguageModel) -> LanguageModel:

@@ -22,20 +22,27 @@ from torch import Tensor, nn
 from transformers import DynamicCache
 
 from ..errors import InputError
+from ..pruning.hook import DecodeView
 from .adapter import LanguageModel, adapt
 from .masks import layer_mask, slot_mask
-from .prompt import PrefillResult
+from .prefill import PrefillResult
 
 BUCKET = 256  # buffer lengths are multiples of this: one compiled graph serves many prompt lengths
 DECODE_MODES = ("eager", "static", "compiled")
 
 
-def _forward_token(lm: LanguageModel, h: Tensor, position: Tensor, masks: tuple, cache, k: int) -> Tensor:
-    """One new token per sample ([B, 1, d]) through every layer: `masks[0]` for layers < k, `masks[1]` from k."""
+def _forward_token(lm: LanguageModel, h: Tensor, position: Tensor, masks: tuple, cache,
+                   boundaries: tuple[int, ...]) -> Tensor:
+    """One new token per sample ([B, 1, d]) through every layer; layer i takes the mask of its group (the number of
+    pruning layers <= i)."""
     pos_emb = lm.rotary_emb(h, position_ids=position)
     for i in range(lm.n_layers):
-        h = lm.run_layer(i, h, masks[int(i >= k)], pos_emb, cache)
+        h = lm.run_layer(i, h, masks[_group(boundaries, i)], pos_emb, cache)
     return lm.logits(h)
+
+
+def _group(boundaries: tuple[int, ...], layer: int) -> int:
+    return sum(b <= layer for b in boundaries)
 
 
 @torch.inference_mode()
@@ -44,14 +51,14 @@ def decode_one_token(model: nn.Module | LanguageModel, state: PrefillResult, tok
     in place. (Pass a LanguageModel when stepping repeatedly: a model's parts are resolved on every call.)"""
     lm = adapt(model)
     ones = torch.ones(token_embeds.shape[0], 1, dtype=torch.bool, device=token_embeds.device)
-    state.full_mask = torch.cat([state.full_mask, ones], dim=1)
-    if state.pruned_mask is not None:
-        state.pruned_mask = torch.cat([state.pruned_mask, ones], dim=1)
-    full = layer_mask(lm.kernel, state.full_mask, 1, token_embeds.dtype)
-    pruned = None if state.pruned_mask is None else layer_mask(lm.kernel, state.pruned_mask, 1, token_embeds.dtype)
-    k = state.k if state.k is not None else lm.n_layers
-    logits = _forward_token(lm, token_embeds, state.next_position[:, None], (full, pruned), state.cache, k)
+    state.masks = [torch.cat([m, ones], dim=1) for m in state.masks]
+    masks = tuple(layer_mask(lm.kernel, m, 1, token_embeds.dtype) for m in state.masks)
+    logits = _forward_token(lm, token_embeds, state.next_position[:, None], masks, state.cache, state.boundaries)
     state.next_position = state.next_position + 1
+    state.steps += 1
+    after_token = getattr(state.plan, "after_token", None)
+    if after_token is not None:  # a decode-time method drops or merges cache entries (and their mask bits)
+        after_token(DecodeView(state.steps, state.cache, state.masks, state.boundaries))
     return logits
 
 
@@ -65,14 +72,15 @@ class KVLayer:
 
 @dataclass
 class StaticKVCache:
-    """Preallocated keys/values of every layer. Group 0 = layers < k (every prompt token), group 1 = layers >= k
-    (the kept tokens). In each group the prompt fills slots [0, start) and decoded tokens go to start, start+1, ...
+    """Preallocated keys/values of every layer, in groups between pruning layers: group 0 = layers before the
+    first (every prompt token), group g = layers from the g-th (the tokens kept there). In each group the prompt
+    fills slots [0, start) and decoded tokens go to start, start+1, ...
     """
 
     layers: list[KVLayer]
-    k: int  # first layer of group 1 (n_layers: no pruning, one group)
-    valid: tuple[Tensor, Tensor]  # per group [B, length]: prompt slots that hold a real token (padding: False)
-    start: tuple[Tensor, Tensor]  # per group [1]: the first decode slot (a tensor: compiled steps do not
+    boundaries: tuple[int, ...]  # the pruning layers (none: one group)
+    valid: tuple[Tensor, ...]  # per group [B, length]: prompt slots that hold a real token (padding: False)
+    start: tuple[Tensor, ...]  # per group [1]: the first decode slot (a tensor: compiled steps do not
     # specialise on the prompt's length)
     next_position: Tensor  # [B] RoPE position of the first decoded token
     capacity: int  # decode steps the buffers have room for
@@ -80,19 +88,18 @@ class StaticKVCache:
     @classmethod
     def from_prefill(cls, state: PrefillResult, n_layers: int, max_new_tokens: int) -> StaticKVCache:
         """Copy a prefill's cache into buffers with room for `max_new_tokens` decoded tokens."""
-        k = state.k if state.k is not None else n_layers
-        prompt_masks = (state.full_mask, state.pruned_mask if state.pruned_mask is not None else state.full_mask)
+        prompt_masks = tuple(state.masks)
         lengths = tuple(_bucket(m.shape[1] + max_new_tokens) for m in prompt_masks)
         layers = []
         for i, src in enumerate(state.cache.layers):
-            g = int(i >= k)
+            g = _group(state.boundaries, i)
             layers.append(KVLayer(_padded(src.keys, lengths[g]), _padded(src.values, lengths[g])))
             src.keys = src.values = None  # free the prefill's copy layer by layer: the KV is never held twice
-        device = state.full_mask.device
+        device = state.masks[0].device
         valid = tuple(torch.nn.functional.pad(m.bool(), (0, lengths[g] - m.shape[1]))
                       for g, m in enumerate(prompt_masks))
         start = tuple(torch.tensor([m.shape[1]], device=device) for m in prompt_masks)
-        return cls(layers, k, valid, start, state.next_position.clone(), max_new_tokens)
+        return cls(layers, state.boundaries, valid, start, state.next_position.clone(), max_new_tokens)
 
 
 def _bucket(n: int) -> int:
@@ -115,7 +122,7 @@ class _SlotWriter:
         self.cache, self.slots = cache, slots
 
     def update(self, key: Tensor, value: Tensor, layer_idx: int, *args, **kwargs) -> tuple[Tensor, Tensor]:
-        layer, slot = self.cache.layers[layer_idx], self.slots[int(layer_idx >= self.cache.k)]
+        layer, slot = self.cache.layers[layer_idx], self.slots[_group(self.cache.boundaries, layer_idx)]
         layer.keys.index_copy_(2, slot, key)
         layer.values.index_copy_(2, slot, value)
         return layer.keys, layer.values
@@ -125,9 +132,11 @@ def static_step(lm: LanguageModel, cache: StaticKVCache, tokens: Tensor, step: T
     """Feed `tokens` [B] as decode step `step` ([1], a tensor so a compiled step serves every step) on a static
     cache. Returns (logits [B, V] float32, the greedy next tokens [B])."""
     h = lm.embed_tokens(tokens[:, None])
-    slots = (cache.start[0] + step, cache.start[1] + step)
-    masks = tuple(slot_mask(lm.kernel, cache.valid[g], cache.start[g], slots[g], h.dtype) for g in (0, 1))
-    logits = _forward_token(lm, h, (cache.next_position + step)[:, None], masks, _SlotWriter(cache, slots), cache.k)
+    slots = tuple(start + step for start in cache.start)
+    masks = tuple(slot_mask(lm.kernel, valid, start, slot, h.dtype)
+                  for valid, start, slot in zip(cache.valid, cache.start, slots, strict=True))
+    logits = _forward_token(lm, h, (cache.next_position + step)[:, None], masks, _SlotWriter(cache, slots),
+                            cache.boundaries)
     return logits, logits.argmax(-1)
 
 
@@ -160,6 +169,8 @@ class Decoder:
 
     def _stepper(self, state: PrefillResult, max_new_tokens: int) -> Callable[[Tensor], Tensor]:
         """tokens [B] -> the greedy next tokens [B], on the cache of this decoder's mode."""
+        if self.mode != "eager" and getattr(state.plan, "after_token", None) is not None:
+            raise InputError("this pruning method acts on the KV cache while decoding: use --decode eager")
         if self.mode == "eager":
             return lambda tokens: decode_one_token(self.lm, state, self.lm.embed_tokens(tokens[:, None])).argmax(-1)
         # The prefill's cache moves into the static one (`state.cache` becomes it): the KV is never held twice.

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
@@ -361,14 +361,6 @@ def free_memory_bytes(device: str | torch.device) -> int:
     return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
 
 
-def video_llava_7b_dims() -> ModelDims:
-    """Video-LLaVA-7B's dimensions without weights: VideoLlavaConfig() builds the 7B architecture, but its
-    default text config (LlamaConfig) has 2048 positions where the checkpoint's config says 4096."""
-    from transformers import VideoLlavaConfig
-
-    return replace(ModelDims.from_config(VideoLlavaConfig(), dtype_bytes=2), context=4096)
-
-
 def decision_table(dims: ModelDims, durations: list[float], free_gb: list[float], text_tokens: int = 64,
                    k: int = 2, policy: AdaptivePolicy | None = None) -> list[dict]:
     """Decisions for each clip length x free memory, as rows for a printed table."""
@@ -385,6 +377,8 @@ def decision_table(dims: ModelDims, durations: list[float], free_gb: list[float]
 
 def main() -> None:
     """Print the decisions for 5 s / 30 s / 3 min clips under 80 / 24 / 8 GiB free (7B, bf16, K=2)."""
+    from ..models.video_llava import video_llava_7b_dims
+
     dims = video_llava_7b_dims()
     print(f"Video-LLaVA-7B dims (bf16, K=2, 64 text tokens, context {dims.context})")
     print(f"policy: {AdaptivePolicy()}")

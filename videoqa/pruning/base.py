@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 
 @dataclass(frozen=True)
 class ModelDims:
-    """Language-model and vision-tower sizes, read from a checkpoint's config (never hard-coded)."""
+    """Language-model and vision-tower sizes, read from a checkpoint's config by its family (`Family.dims`)."""
 
     n_layers: int  # T
     hidden: int  # d
@@ -16,19 +16,13 @@ class ModelDims:
     n_kv_heads: int
     head_dim: int
     context: int  # max_position_embeddings
-    tokens_per_frame: int  # (image_size / patch)^2 + 1 (the frame's CLS is kept for video)
+    tokens_per_frame: int  # visual tokens a frame gives the LLM (Video-LLaVA: (image_size / patch)^2 + its CLS)
     grid: int  # patches per side
     dtype_bytes: int = 2
 
     @classmethod
-    def from_config(cls, config, dtype_bytes: int = 2) -> ModelDims:
-        """`config` is a VideoLlavaConfig (or anything with .text_config and .vision_config)."""
-        v = config.vision_config
-        return cls.from_text_config(config.text_config, v.image_size // v.patch_size, dtype_bytes)
-
-    @classmethod
-    def from_text_config(cls, t, grid: int, dtype_bytes: int = 2) -> ModelDims:
-        """A decoder config (LlamaConfig, Qwen2Config, ...) with frames of grid x grid patches + CLS."""
+    def from_text_config(cls, t, grid: int, dtype_bytes: int = 2, cls_token: bool = True) -> ModelDims:
+        """A decoder config (LlamaConfig, Qwen2Config, ...) with frames of grid x grid patches (+ a CLS)."""
         return cls(
             n_layers=t.num_hidden_layers,
             hidden=t.hidden_size,
@@ -37,17 +31,10 @@ class ModelDims:
             n_kv_heads=getattr(t, "num_key_value_heads", None) or t.num_attention_heads,
             head_dim=getattr(t, "head_dim", None) or t.hidden_size // t.num_attention_heads,
             context=t.max_position_embeddings,
-            tokens_per_frame=grid * grid + 1,
+            tokens_per_frame=grid * grid + int(cls_token),
             grid=grid,
             dtype_bytes=dtype_bytes,
         )
-
-
-def keep_count(n_visual: int, r: float) -> int:
-    """FastV's rule: keep round(n_vis * (1 - R)) visual tokens (at least one when there are any)."""
-    if n_visual == 0:
-        return 0
-    return max(1, min(n_visual, round(n_visual * (1.0 - r))))
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
-from .base import ModelDims, keep_count
+from .base import ModelDims
 from .config import PruneConfig
+from .shared import keep_count
 
 if TYPE_CHECKING:
     from .adaptive import AdaptivePolicy, Decision

@@ -18,7 +18,7 @@ from .base import VisualLayout
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from .fastv import FastVPlan
+    from .hook import LLMPlan
 
 
 class Acts(Enum):
@@ -26,7 +26,7 @@ class Acts(Enum):
 
     NEVER = "never"  # keeps every token (the unpruned baseline)
     BEFORE_LLM = "before the LLM"  # chooses tokens from the vision tower's output; the LLM sees only those
-    IN_LLM = "inside the LLM"  # ranks inside the LLM at layer K (FastV); layers < K see every token
+    IN_LLM = "inside the LLM"  # prunes at layers it declares (pruning/hook.py); layers before see every token
 
 
 class Positions(Enum):
@@ -116,8 +116,8 @@ class Selection:
 
 # (the encoded clip, how many visual tokens to keep, the method's options) -> what the LLM will see
 SelectFn = Callable[[EncodedVideo, int, Mapping[str, Any]], Selection]
-# (the method's options, R per sample, tokens per frame) -> the ranking plan the LLM engine runs at layer K
-PlanFn = Callable[[Mapping[str, Any], list[float], int], "FastVPlan"]
+# (the method's options, R per sample, tokens per frame) -> what the prefill asks at its layers (pruning/hook.py)
+PlanFn = Callable[[Mapping[str, Any], list[float], int], "LLMPlan"]
 # (the method's checked options, the LLM's depth or None) -> raise InputError for a combination out of range
 CheckFn = Callable[[Mapping[str, Any], int | None], None]
 
@@ -139,7 +139,7 @@ class Method:
     select: SelectFn | None = None
     plan: PlanFn | None = None
     check: CheckFn | None = None
-    layer_option: str | None = None  # inside the LLM: the option that names layer K
+    layer_option: str | None = None  # inside the LLM: the option that names its (first) layer K
 
     def __post_init__(self):
         if (self.acts is Acts.BEFORE_LLM) != (self.select is not None):

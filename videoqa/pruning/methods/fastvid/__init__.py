@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..method import EncodedVideo, Positions, Selection, before_llm, share_option
+from ...method import EncodedVideo, Positions, Selection, before_llm, share_option
 
 
 def _select(enc: EncodedVideo, keep: int, params: Mapping[str, Any]) -> Selection:
-    from ..fastvid import FastVIDParams, select_fastvid
+    from .algorithm import FastVIDParams, select_fastvid
 
     # Density and merging on the LLM's input embeddings, segmentation on the tower's CLS features:
     # the spaces the official code uses (projected tokens; the vision tower's pooled output).

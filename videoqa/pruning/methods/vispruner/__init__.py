@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..method import EncodedVideo, Positions, Selection, before_llm, kept_features, share_option
+from ...method import EncodedVideo, Positions, Selection, before_llm, kept_features, share_option
 
 
 def _select(enc: EncodedVideo, keep: int, params: Mapping[str, Any]) -> Selection:
-    from ..vispruner import select_vispruner
+    from .algorithm import select_vispruner
 
     kept, details = select_vispruner(enc.cls_attention.float(), enc.vision_features.float(), keep,
                                      params["important_ratio"], enc.layout)

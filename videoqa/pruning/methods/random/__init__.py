@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..method import EncodedVideo, Option, Positions, Selection, before_llm, kept_features
+from ...method import EncodedVideo, Option, Positions, Selection, before_llm, kept_features
 
 
 def _select(enc: EncodedVideo, keep: int, params: Mapping[str, Any]) -> Selection:
-    from ..random import select_random
+    from .algorithm import select_random
 
     kept = select_random(enc.layout.n_tokens, keep, params["seed"])
     return Selection(kept, kept_features(enc, kept), None, {"seed": params["seed"]})

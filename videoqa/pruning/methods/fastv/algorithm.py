@@ -1,9 +1,8 @@
 """FastV's ranking: the attention the text pays each visual token at layer K-1, and the top tokens to keep.
 
-The prefill (videoqa.llm) runs the layers; between layer K-1 and layer K it calls `rank` with layer K-1's input
-and the keys that layer just cached. Only the attention rows of the ranking queries are recomputed (the last
-prompt token, or every text token after the visual span), so no n x n matrix is formed and every layer
-keeps its fast attention kernel.
+`FastVPlan` is a client of the in-LLM hook (pruning/hook.py): the prefill calls `at_layer` before layer K, and it
+asks the view for layer K-1's attention rows of the ranking queries only (the last prompt token, or every text
+token after the visual span), so no n x n matrix is formed and every layer keeps its fast attention kernel.
 """
 
 from __future__ import annotations
@@ -13,7 +12,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .base import keep_count
+from ...hook import LayerKeep, LayerView
+from ...shared import keep_count
 
 
 @dataclass(frozen=True)
@@ -31,10 +31,15 @@ class FastVPlan:
     frame_floor: float = 0.0
     tokens_per_frame: int | None = None
 
+    @property
+    def layers(self) -> tuple[int, ...]:
+        return (self.k,)
 
-def _rotate_half(x: Tensor) -> Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
+    def at_layer(self, view: LayerView) -> LayerKeep:
+        """Rank by layer K-1's attention from the ranking queries; keep the best of each sample."""
+        rows, rows_valid = ranking_rows(view.visual_mask, view.key_mask, self.rank_by)
+        kept, scores = rank_visual_tokens(view.attention_rows(rows), view.visual_mask, self, rows_valid)
+        return LayerKeep(kept, scores)
 
 
 def ranking_rows(visual_mask: Tensor, key_mask: Tensor, rank_by: str) -> tuple[Tensor, Tensor]:
@@ -48,42 +53,6 @@ def ranking_rows(visual_mask: Tensor, key_mask: Tensor, rank_by: str) -> tuple[T
     first = int(last_vis.min()) + 1 if bool((last_vis >= 0).any()) else 0
     rows = torch.arange(first, n, device=key_mask.device)
     return rows, (rows[None, :] > last_vis[:, None]) & key_mask[:, rows]
-
-
-def rank(decoder, layer_idx: int, h_in: Tensor, pos_emb, cache, key_mask: Tensor, visual_mask: Tensor,
-         plan: FastVPlan) -> tuple[list[Tensor], list[Tensor]]:
-    """Per sample: kept indices into its visual span, and the score of every visual token."""
-    rows, rows_valid = ranking_rows(visual_mask, key_mask, plan.rank_by)
-    weights = attention_rows(decoder, layer_idx, h_in, rows, pos_emb, cache, key_mask)
-    return rank_visual_tokens(weights, visual_mask, plan, rows_valid)
-
-
-def attention_rows(decoder, layer_idx: int, h_in: Tensor, rows: Tensor, pos_emb, cache, key_mask: Tensor) -> Tensor:
-    """Attention weights of layer `layer_idx` for query positions `rows` only, mean over heads.
-
-    `h_in` is the layer's input [B, n, d]; its keys (after RoPE) are read from the cache the layer just
-    filled. Costs O(len(rows) * n * d) instead of the n x n matrix eager attention would build.
-    Returns [B, len(rows), n].
-    """
-    layer = decoder.layers[layer_idx]
-    attn = layer.self_attn
-    b = h_in.shape[0]
-    x = layer.input_layernorm(h_in[:, rows])
-    q = attn.q_proj(x).view(b, len(rows), -1, attn.head_dim)
-    if hasattr(attn, "q_norm"):  # Qwen3-style per-head query norm
-        q = attn.q_norm(q)
-    q = q.transpose(1, 2)  # [B, H, r, hd]
-    cos, sin = (t[:, rows].unsqueeze(1) for t in pos_emb)
-    q = q * cos + _rotate_half(q) * sin
-    keys = cache.layers[layer_idx].keys  # [B, Hkv, n, hd]
-    groups = q.shape[1] // keys.shape[1]
-    q = q.view(b, keys.shape[1], groups, len(rows), -1)  # heads grouped by their kv head (GQA)
-    logits = torch.einsum("bkgrd,bknd->bkgrn", q.float(), keys.float()) * attn.scaling
-    n = keys.shape[2]
-    causal = torch.arange(n, device=q.device)[None, :] <= rows[:, None]  # [r, n]
-    allowed = causal[None, None, None] & key_mask[:, None, None, None, :]
-    logits = logits.masked_fill(~allowed, float("-inf"))
-    return logits.softmax(-1).mean(dim=(1, 2))  # [B, r, n]
 
 
 def rank_visual_tokens(weights: Tensor, visual_mask: Tensor, plan: FastVPlan, rows_valid: Tensor):

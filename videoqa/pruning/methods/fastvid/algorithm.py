@@ -46,8 +46,8 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import Tensor
 
-from .base import VisualLayout
-from .vispruner import _frame_budgets
+from ...base import VisualLayout
+from ...shared import frame_budgets
 
 
 @dataclass(frozen=True)
@@ -233,7 +233,7 @@ def select_fastvid(features: Tensor, keep: int, layout: VisualLayout, attention:
         scores = (patches * patches.mean(dim=1, keepdim=True)).sum(dim=-1)
     similarities = frame_similarities(frame_features)
     sizes = segment_sizes(similarities, params.min_segments, params.tau)
-    budgets = _frame_budgets(keep, f)
+    budgets = frame_budgets(keep, f)
     has_cls = [layout.has_cls and b > 0 for b in budgets]
     cls = [i * t for i in range(f) if has_cls[i]]
 

@@ -10,37 +10,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .base import VisualLayout
+from ...base import VisualLayout
+from ...shared import frame_budgets
 
 # The official code drops at most this many near-duplicates per matching round; small rounds let the
 # similarity scores be recomputed as the residual set shrinks.
 DROP_PER_ROUND = 8
-
-
-@torch.no_grad()
-def cls_attention(vision_layer: torch.nn.Module, hidden_in: Tensor) -> Tensor:
-    """[CLS]→token attention of one CLIP encoder layer, mean over heads: [F, T, D] -> [F, T] (float32).
-
-    `vision_layer` is a transformers CLIPEncoderLayer and `hidden_in` its input (for Video-LLaVA's feature
-    layer -2, the input of encoder.layers[-2] is hidden_states[-3] of a run with output_hidden_states=True).
-    Only the CLS query row is computed (O(T·D) beyond the key projection), so the tower itself can run
-    with SDPA/FlashAttention instead of eager attention.
-    """
-    attn = vision_layer.self_attn
-    f, t, _ = hidden_in.shape
-    h = vision_layer.layer_norm1(hidden_in)
-    q = attn.q_proj(h[:, :1]).view(f, 1, -1, attn.head_dim).transpose(1, 2)  # [F, H, 1, hd]
-    k = attn.k_proj(h).view(f, t, -1, attn.head_dim).transpose(1, 2)  # [F, H, T, hd]
-    scores = (q.float() @ k.float().transpose(-1, -2)) * attn.scale  # [F, H, 1, T]
-    # Softmax in float32 as CLIP's eager attention does; CLIP vision has no attention mask.
-    return scores.softmax(dim=-1).mean(dim=1)[:, 0]
-
-
-def _frame_budgets(keep: int, n_frames: int) -> list[int]:
-    """Split `keep` equally over frames; the remainder goes to frames spread evenly over the clip."""
-    base, rem = divmod(keep, n_frames)
-    extra = {i * n_frames // rem for i in range(rem)} if rem else set()
-    return [base + (f in extra) for f in range(n_frames)]
 
 
 def _diverse(residual: Tensor, normed: Tensor, n_keep: int) -> Tensor:
@@ -94,7 +69,7 @@ def select_vispruner(
 
     first = int(layout.has_cls)  # index of the first patch token in a frame
     normed = torch.nn.functional.normalize(features.float(), dim=-1)
-    budgets = _frame_budgets(keep, f)
+    budgets = frame_budgets(keep, f)
     cls_kept, important, diverse = [], [], []
     for frame, budget in enumerate(budgets):
         offset = frame * t

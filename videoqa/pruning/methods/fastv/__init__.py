@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...errors import InputError
-from ..method import Acts, Method, Option
+from ....errors import InputError
+from ...method import Acts, Method, Option
 
 
 def _plan(params: Mapping[str, Any], rs: list[float], tokens_per_frame: int):
-    from ..fastv import FastVPlan
+    from .algorithm import FastVPlan
 
     return FastVPlan(params["k"], rs, params["rank_by"], params["frame_floor"], tokens_per_frame)
 

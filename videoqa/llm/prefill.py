@@ -1,0 +1,141 @@
+"""The prompt through the LM's own layers (prefill), with a method's in-LLM pruning at the layers it declares.
+
+A plan (pruning/hook.py: `layers`, `at_layer`) is asked, before each of its layers, which visual tokens to keep;
+we then slice the hidden states, positions and key mask per sample. The layers before a pruning layer cached the
+tokens present then, the layers after it only the kept ones, so decoding reads a smaller cache too (one key mask
+per group of layers between pruning layers). Kept tokens keep their original RoPE positions (positions have
+gaps), as in the official FastV code. Batches are left-padded; each sample is pruned on its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+from transformers import DynamicCache
+
+from ..pruning.hook import LayerView, LLMPlan
+from .adapter import LanguageModel, adapt
+from .masks import layer_mask
+
+
+@dataclass
+class PrefillResult:
+    logits: Tensor  # [B, V] at the last prompt position
+    cache: DynamicCache  # (a StaticKVCache once a static decoder has taken it over)
+    masks: list[Tensor]  # per group of layers: [B, n_g] key mask (bool; grows while decoding)
+    boundaries: tuple[int, ...]  # the pruning layers: group g is layers [boundaries[g-1], boundaries[g])
+    next_position: Tensor  # [B] RoPE position of the next token
+    kept: list[Tensor] = field(default_factory=list)  # per sample: kept indices into its visual span (after all)
+    scores: list[Tensor] = field(default_factory=list)  # per sample: the first pruning layer's score per token
+    visual_offsets: list[int] = field(default_factory=list)  # per sample: sequence index of visual token 0
+    t_rank: float = 0.0
+    plan: LLMPlan | None = None  # its `after_token`, if any, runs while decoding
+    steps: int = 0  # tokens decoded on this state (eager decoding)
+
+    @property
+    def k(self) -> int | None:
+        """The first pruning layer (None: nothing was pruned inside the LLM)."""
+        return self.boundaries[0] if self.boundaries else None
+
+    def group(self, layer: int) -> int:
+        """The group (index into `masks`) of layer `layer`."""
+        return sum(b <= layer for b in self.boundaries)
+
+
+def position_ids_from_mask(attention_mask: Tensor) -> Tensor:
+    """Left padding: real tokens get 0, 1, 2, ...; pads get 0 (they are masked anyway)."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+@torch.inference_mode()
+def prefill(
+    model: nn.Module | LanguageModel,
+    inputs_embeds: Tensor,
+    attention_mask: Tensor,
+    visual_mask: Tensor,
+    plan: LLMPlan | None = None,
+    position_ids: Tensor | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> PrefillResult:
+    """Run the prompt through the LM; with a plan, prune visual tokens before each of `plan.layers`.
+
+    inputs_embeds [B, n, d] (left-padded), attention_mask [B, n] (1 = real), visual_mask [B, n] (True =
+    visual token), position_ids [B, n] or [3, B, n] (M-RoPE; default: 0, 1, ... over real tokens). Returns
+    last-position logits and a cache ready for decoding (`llm.decode`). `clock` times the pruning (on CUDA,
+    pass one that synchronises: see measure.device_clock).
+    """
+    lm = adapt(model)
+    kernel = lm.check_kernel()
+    b, n, _ = inputs_embeds.shape
+    key_mask = attention_mask.bool()
+    if position_ids is None:
+        position_ids = position_ids_from_mask(attention_mask)
+    boundaries = tuple(plan.layers) if plan is not None else ()
+    if list(boundaries) != sorted(set(boundaries)) or any(not 0 < k < lm.n_layers for k in boundaries):
+        raise ValueError(f"pruning layers {boundaries} must ascend, each in [1, {lm.n_layers - 1}]")
+    cache = DynamicCache(config=lm.config)
+    h = inputs_embeds
+    pos_emb = lm.rotary_emb(h, position_ids=position_ids)
+    mask = layer_mask(kernel, key_mask, n, h.dtype)
+    offsets = [int(visual_mask[i].nonzero()[0]) if visual_mask[i].any() else -1 for i in range(b)]
+    visual_index = [torch.arange(int(visual_mask[i].sum()), device=h.device) for i in range(b)]
+    h_in = h  # input of the layer just run: the attention rows a plan asks for are that layer's
+    result = PrefillResult(logits=None, cache=cache, masks=[key_mask], boundaries=boundaries,
+                           next_position=position_ids[..., -1].max(0).values + 1 if position_ids.dim() == 3
+                           else position_ids[:, -1] + 1, visual_offsets=offsets, plan=plan)
+    for i in range(lm.n_layers):
+        if i in boundaries:
+            t0 = clock()
+            view = LayerView(layer=i, hidden=h, hidden_prev=h_in, positions=position_ids, key_mask=key_mask,
+                             visual_mask=visual_mask, visual_index=visual_index, r=_per_sample(plan, b),
+                             n_layers=lm.n_layers, attention_rows=_rows_of(lm, i - 1, h_in, pos_emb, cache, key_mask))
+            keep = plan.at_layer(view)
+            if keep.hidden is not None:
+                h = keep.hidden
+            if not result.scores and keep.scores is not None:
+                result.scores = keep.scores
+            gather, valid = _gather_index(key_mask, visual_mask, keep.kept)
+            visual_index = [visual_index[s][keep.kept[s]] for s in range(b)]
+            h = h.gather(1, gather[..., None].expand(-1, -1, h.shape[-1]))
+            position_ids = position_ids.gather(-1, gather.expand_as(position_ids[..., :gather.shape[1]]))
+            visual_mask = visual_mask.gather(1, gather) & valid
+            key_mask = key_mask.gather(1, gather) & valid
+            result.t_rank += clock() - t0
+            result.masks.append(key_mask)
+            pos_emb = lm.rotary_emb(h, position_ids=position_ids)
+            mask = layer_mask(kernel, key_mask, h.shape[1], h.dtype)
+        h_in = h
+        h = lm.run_layer(i, h, mask, pos_emb, cache)
+    result.kept = visual_index if boundaries else []
+    result.logits = lm.logits(h)
+    return result
+
+
+def _per_sample(plan, b: int) -> list[float]:
+    r = getattr(plan, "r", 0.0)
+    return list(r) if isinstance(r, (list, tuple)) else [r] * b
+
+
+def _rows_of(lm: LanguageModel, i: int, h_in: Tensor, pos_emb, cache, key_mask: Tensor) -> Callable[[Tensor], Tensor]:
+    return lambda rows: lm.attention_rows(i, h_in, rows, pos_emb, cache, key_mask)
+
+
+def _gather_index(key_mask: Tensor, visual_mask: Tensor, kept: list[Tensor]) -> tuple[Tensor, Tensor]:
+    """Per sample, the sequence indices that stay (every non-visual token and the kept visual ones), left-padded
+    to one length with copies of index 0 (masked out as keys); and [B, length] which of them are real."""
+    b, n = key_mask.shape
+    keep_idx = []
+    for s in range(b):
+        vis = visual_mask[s].nonzero().squeeze(-1)
+        keep = torch.ones(n, dtype=torch.bool, device=key_mask.device)
+        keep[vis] = False
+        keep[vis[kept[s]]] = True
+        keep_idx.append(keep.nonzero().squeeze(-1))
+    length = max(len(ix) for ix in keep_idx)
+    gather = torch.stack([torch.cat([ix.new_zeros(length - len(ix)), ix]) for ix in keep_idx])
+    valid = torch.stack([torch.arange(length, device=key_mask.device) >= length - len(ix) for ix in keep_idx])
+    return gather, valid
