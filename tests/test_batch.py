@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clipgen import write_clip, write_text
+from helpers.clipgen import write_clip, write_text
 
 from videoqa.batch.local import local_records
 from videoqa.batch.ray_engine import _decode_row, fixed_frame_count
@@ -336,10 +336,11 @@ def _batch_args(model: Path, clips: Path | str, out: Path, *extra: str) -> list[
 
 def _batch_cmd(model: Path, clips: Path, out: Path, *extra: str, gate: Path | None = None) -> list[str]:
     """`videoqa batch` over `clips`; with `gate`, the same run pausing after each record until `gate` exists
-    (tests/slow_batch.py)."""
+    (tests/helpers/slow_batch.py)."""
     if gate is None:
         return [sys.executable, "-m", "videoqa.cli", "batch", *_batch_args(model, clips, out, *extra)]
-    return [sys.executable, str(REPO / "tests" / "slow_batch.py"), str(gate), *_batch_args(model, clips, out, *extra)]
+    script = REPO / "tests" / "helpers" / "slow_batch.py"
+    return [sys.executable, str(script), str(gate), *_batch_args(model, clips, out, *extra)]
 
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
@@ -355,6 +356,7 @@ def _start_paused(cmd: list[str], out: Path) -> subprocess.Popen:
     return proc
 
 
+@pytest.mark.slow
 def test_kill_mid_run_then_resume_gives_the_uninterrupted_records(tiny_setup, tmp_path, capsys):
     from videoqa.batch.lock import lock_path
     from videoqa.cli import main
@@ -391,6 +393,7 @@ def test_kill_mid_run_then_resume_gives_the_uninterrupted_records(tiny_setup, tm
             assert g["kept"]["n_visual"] == 8 * 65 and g["kept"]["n_kept"] == 8 * 65 // 2  # R = 0.5
 
 
+@pytest.mark.slow
 def test_one_writer_per_results_file(tiny_setup, tmp_path, capsys):
     """Two processes on one --out while the first (a real `videoqa batch`, paused) is mid-run: an identical
     run stops at once naming it; a --retry-errors run (which compacts the file) waits with --wait, then

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clipgen import write_clip, write_text
+from helpers.clipgen import write_clip, write_text
 
 from videoqa.batch.store import latest_by_key, read_records
 from videoqa.cli import main

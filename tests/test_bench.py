@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from conftest import SAMPLE_CLIPS
 
 from videoqa.bench.llm import Setup, method_rows
@@ -22,6 +23,7 @@ def test_method_rows_are_consistent():
     assert 0 < rand["flops_ratio"] < fastv["flops_ratio"] < 1
 
 
+@pytest.mark.slow
 def test_bench_command_prints_tables(capsys):
     assert main(["bench", "llm", "frames", "--preset", "tiny", "--repeats", "1", "--decode-tokens", "1"]) == 0
     out = capsys.readouterr().out

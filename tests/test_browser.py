@@ -15,11 +15,13 @@ import time
 from pathlib import Path
 
 import pytest
-from clipgen import write_clip
 from conftest import free_port
+from helpers.clipgen import write_clip
 from videoqa.ui.app import DEFAULT_SAMPLES, build_app, launch
 
 from videoqa.pruning import REGISTRY, PruneConfig
+
+pytestmark = pytest.mark.slow  # seconds each: `make test-fast` leaves them out
 
 METHODS = REGISTRY.names()
 

@@ -8,9 +8,11 @@ import re
 
 import pytest
 import test_browser as tb
-from clipgen import write_clip
+from helpers.clipgen import write_clip
 from test_browser import CHROMIUM, PHONE, ask, open_page, rows, upload
 from videoqa.ui.app import DEFAULT_SAMPLES, build_app, launch
+
+pytestmark = pytest.mark.slow  # seconds each: `make test-fast` leaves them out
 
 pytestmark = [
     pytest.mark.browser,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from clipgen import write_clip, write_event_clip
 from conftest import free_port
 from gradio_client import Client, handle_file
+from helpers.clipgen import write_clip, write_event_clip
 from test_ui import text_of  # the one reader of what a chat message shows
 from videoqa.ui.app import build_app, launch
 

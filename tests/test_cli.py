@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from clipgen import write_audio_only, write_clip, write_empty, write_text
 from conftest import SAMPLE_CLIPS
+from helpers.clipgen import write_audio_only, write_clip, write_empty, write_text
 from safetensors.torch import load_file, save_file
 from transformers.utils import logging as hf_logging
 
@@ -78,6 +78,7 @@ def test_bad_options_one_line_exit_2(capsys, tiny_model_dir, gif, opts, msg):
     assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.slow
 def test_console_script_exit_code(tmp_path, tiny_model_dir):
     """The installed entry point, in a fresh process: no traceback, exit 2."""
     text = write_text(tmp_path / "fake.mp4")

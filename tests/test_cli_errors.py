@@ -155,6 +155,7 @@ def test_hub_lookup_is_one_bounded_request(monkeypatch):
         hub_unreachable("org/name", lookup(errors.GatedRepoError("403", response=response)))
 
 
+@pytest.mark.slow
 def test_hub_id_behind_a_dead_proxy_fails_after_one_attempt(tmp_path):
     """The real command and HTTP stack behind a proxy that hangs up on every connection (a network error the
     downloader retries): one line, exit 2, one connection for the model. A retry storm shows as dozens of

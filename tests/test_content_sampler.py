@@ -7,9 +7,9 @@ import math
 import time
 from dataclasses import replace
 
-import clipgen
 import numpy as np
 import pytest
+from helpers import clipgen
 
 from videoqa.errors import InputError
 from videoqa.synth import long, short

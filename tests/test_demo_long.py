@@ -38,6 +38,7 @@ def test_long_model_is_the_real_architecture_within_size():
     assert (folder / "model.safetensors").stat().st_size <= 16 * 2**20
 
 
+@pytest.mark.slow
 def test_long_model_answers_the_sample_long_clips_at_24_frames(demo_long):
     items = json.loads((CLIPS / "questions.json").read_text())
     assert all(q["clip"]["duration_s"] > 30 for q in items)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clipgen import write_clip, write_text
+from helpers.clipgen import write_clip, write_text
 
 from videoqa.batch.local import local_records
 from videoqa.cli import main as cli_main
@@ -174,6 +174,7 @@ def test_report_table_plot_and_references(tmp_path):
         load_results([tmp_path])
 
 
+@pytest.mark.slow
 def test_eval_and_report_commands_with_a_tiny_model(tmp_path, capsys):
     from videoqa.models.tiny import make_tiny_model
 

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fake_judge import FakeJudge
+from helpers.fake_judge import FakeJudge
 
 from videoqa.errors import InputError
 from videoqa.eval.datasets import DatasetSpec, QADataset, QAItem, check_usable, load_dataset, missing_warning

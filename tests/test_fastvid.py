@@ -4,7 +4,7 @@ import json
 
 import pytest
 import torch
-from clipgen import write_clip
+from helpers.clipgen import write_clip
 
 from videoqa.cli import build_parser, main
 from videoqa.cli.options import prune_from_args

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
 
 from videoqa.pruning import keep_count
@@ -30,6 +31,7 @@ GROUPS = ["prefill == HF forward", "FastV kept set vs fp32 eager reference (8 fr
           "prefill time/FLOPs, 15 frames, fastv R=0.50", "end-to-end ask", "decode: static / compiled vs eager"]
 
 
+@pytest.mark.slow
 def test_gpu_check_dry_run(tmp_path):
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "sitecustomize.py").write_text(BLOCKER)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-import clipgen
 import numpy as np
 import pytest
+from helpers import clipgen
 
 from videoqa.cli import main
 from videoqa.errors import InputError

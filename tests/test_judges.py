@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from fake_judge import FakeJudge
+from helpers.fake_judge import FakeJudge
 
 from videoqa.errors import InputError
 from videoqa.eval.judges import (

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
-from clipgen import write_clip
+from helpers.clipgen import write_clip
 
 from videoqa import llm
 from videoqa.answer import Answer
@@ -45,7 +45,8 @@ def test_answer_equals_direct_generate(tiny_qa, clip_path):
     answer = tiny_qa.ask(clip_path, question, prune=PruneConfig(method="none"), max_new_tokens=8)
     frames = sample_frames(clip_path, 8).frames
     proc = tiny_qa.processor
-    inputs = proc(text=[VideoLlava().prompt(question, template=tiny_qa.prompt)], videos=[list(frames)], return_tensors="pt")
+    prompt = VideoLlava().prompt(question, template=tiny_qa.prompt)
+    inputs = proc(text=[prompt], videos=[list(frames)], return_tensors="pt")
     out = tiny_qa.model.generate(**inputs, max_new_tokens=8, do_sample=False)
     new = out[0, inputs["input_ids"].shape[1]:]
     expected = proc.tokenizer.decode(new, skip_special_tokens=True).strip()
@@ -334,6 +335,7 @@ def test_a_stream_may_be_advanced_from_different_threads(tiny_qa, clip_path):
 
 @pytest.mark.parametrize("cfg", [PruneConfig(method="none"), PruneConfig(method="fastvid", r=0.5)],
                          ids=["none", "fastvid-original-positions"])
+@pytest.mark.slow
 def test_answer_cap_larger_than_the_context_is_capped_by_it(tiny_qa, clip_path, cfg):
     """The official protocol asks for 1024 new tokens; a model whose context cannot hold that many after
     the prompt still answers, decoding at most to the context's end, and says what cap it ran under. Tokens
@@ -368,7 +370,7 @@ def test_planning_reserves_the_usual_answer_room_whatever_the_cap(tiny_qa):
 def test_a_long_history_drops_its_oldest_turns_not_the_frames(short_context_qa, tmp_path):
     """Issue 22 item 3: a conversation longer than the context keeps the planned frames; the model sees the
     latest turns that fit, and the Answer says how many it did not see."""
-    from clipgen import write_clip
+    from helpers.clipgen import write_clip
 
     from videoqa.pruning import PruneConfig
 
@@ -392,7 +394,7 @@ def test_a_long_history_drops_its_oldest_turns_not_the_frames(short_context_qa, 
 
 def test_cancel_stops_decoding_between_frames(tiny_qa, tmp_path):
     """Issue 22 item 7: a cancel check is asked between decoded frames; True stops before the clip is encoded."""
-    from clipgen import write_clip
+    from helpers.clipgen import write_clip
 
     from videoqa.errors import Cancelled
 

@@ -10,8 +10,8 @@ import signal
 import threading
 
 import pytest
-from clipgen import write_clip, write_text
-from ray_cluster import Cluster
+from helpers.clipgen import write_clip, write_text
+from helpers.ray_cluster import Cluster
 
 from videoqa.batch.local import local_engine
 from videoqa.batch.ray_engine import RayOptions, _QAActor, ray_engine
@@ -19,6 +19,8 @@ from videoqa.batch.run import run_batch
 from videoqa.batch.store import latest_by_key, read_records
 from videoqa.batch.worklist import WorkItem, collect_work
 from videoqa.errors import InputError
+
+pytestmark = pytest.mark.slow  # seconds each: `make test-fast` leaves them out
 
 ray = pytest.importorskip("ray")
 

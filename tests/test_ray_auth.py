@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import free_port
-from ray_cluster import Cluster
+from helpers.ray_cluster import Cluster
 
 pytest.importorskip("ray")
 
@@ -60,6 +60,8 @@ def driver(code: str, home: Path, **env: str) -> tuple[subprocess.CompletedProce
 
 JOIN = """import sys
 from videoqa.cli import main
+
+pytestmark = pytest.mark.slow  # seconds each: `make test-fast` leaves them out
 sys.exit(main(["batch", "samples/clips", "--question", "q", "--out", {out!r},
                "--backend", "ray", "--ray-address", {address!r}, "--no-progress"]))"""
 

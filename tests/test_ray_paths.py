@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
-from clipgen import write_clip
-from ray_cluster import Cluster
+from helpers.clipgen import write_clip
+from helpers.ray_cluster import Cluster
 from test_eval import make_dataset
 
 from videoqa.batch.ray_engine import _decode_row, _QAActor
@@ -21,6 +21,8 @@ from videoqa.batch.shipped import fingerprint, shipped_rows
 from videoqa.batch.store import latest_by_key, read_records
 from videoqa.batch.worklist import WorkItem
 from videoqa.cli import main as cli_main
+
+pytestmark = pytest.mark.slow  # seconds each: `make test-fast` leaves them out
 
 QUESTION = "What is shown?"
 

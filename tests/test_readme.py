@@ -9,9 +9,11 @@ import io
 import os
 import re
 
+import pytest
 from conftest import REPO
 
 
+@pytest.mark.slow
 def test_readme_python_example_runs(monkeypatch):
     text = (REPO / "README.md").read_text()
     code = re.search(r"```python\n(.*?)```", text, re.S).group(1)

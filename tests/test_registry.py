@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from clipgen import write_clip
+from helpers.clipgen import write_clip
 
 from videoqa.cli import build_parser, main
 from videoqa.errors import InputError

@@ -9,7 +9,7 @@ import pickle
 import shutil
 
 import pytest
-from clipgen import write_event_clip
+from helpers.clipgen import write_event_clip
 
 from videoqa.batch.ray_engine import _decode_row
 from videoqa.batch.shipped import shipped_rows

@@ -71,6 +71,7 @@ def assert_static_steps_equal_eager_steps(model, inputs, plan, steps: int) -> No
         tokens = nxt
 
 
+@pytest.mark.slow
 @torch.no_grad()
 @pytest.mark.parametrize("plan,batch", CASES, ids=IDS)
 def test_static_steps_equal_eager_steps(model, plan, batch):
@@ -78,6 +79,7 @@ def test_static_steps_equal_eager_steps(model, plan, batch):
     assert_static_steps_equal_eager_steps(model, inputs, plan, steps=6)
 
 
+@pytest.mark.slow
 @torch.no_grad()
 @pytest.mark.parametrize("plan,batch", CASES, ids=IDS)
 def test_static_decode_gives_the_eager_tokens(model, plan, batch):
@@ -92,12 +94,14 @@ def test_static_decode_gives_the_eager_tokens(model, plan, batch):
     assert torch.stack(stop_s).tolist() == torch.stack(stop_e).tolist()
 
 
+@pytest.mark.slow
 @torch.no_grad()
 @pytest.mark.parametrize("plan", [None, FastVPlan(k=2, r=0.5)], ids=["none", "fastv"])
 def test_static_steps_equal_eager_steps_with_eager_attention(eager_model, plan):
     assert_static_steps_equal_eager_steps(eager_model, batch_of_two(eager_model), plan, steps=5)
 
 
+@pytest.mark.slow
 @torch.no_grad()
 def test_static_decode_stops_on_any_eos_id(model):
     """Several EOS ids, in the forms callers pass them (the pipeline: a set): any of them ends a sample, and
@@ -134,6 +138,7 @@ def test_layers_from_k_hold_only_the_kept_tokens(model):
     assert cache.valid[1].sum(1).tolist() == real
 
 
+@pytest.mark.slow
 @torch.no_grad()
 def test_compiled_step_is_one_graph(model):
     """fullgraph=True fails on any graph break, i.e. on Python control flow that depends on data: what a CUDA

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from clipgen import write_clip, write_text
 from conftest import free_port
+from helpers.clipgen import write_clip, write_text
 from PIL import Image
 
 from videoqa.pruning import PruneConfig
@@ -225,6 +225,7 @@ class SlowQA:
         yield from self.qa.stream(*args, **kwargs)
 
 
+@pytest.mark.slow
 def test_full_queue_says_busy_and_uploads_are_limited(tiny_qa, media, tmp_path):
     app = build_app(SlowQA(tiny_qa, delay=1.5), samples_dir=None)
     limit = media["clip"].stat().st_size + 1000
@@ -302,6 +303,7 @@ def test_serve_command_defaults_and_auth():
             parse_auth(bad)
 
 
+@pytest.mark.slow
 @pytest.mark.slow  # a fresh process importing torch, transformers and gradio: ~15 s on 2 cores
 def test_serve_command_end_to_end(tiny_model_dir, media, tmp_path):
     """`videoqa serve` as a user runs it: 127.0.0.1, answers, and its temp folder is gone after SIGTERM."""

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from clipgen import write_clip, write_corrupt, write_event_clip
+from helpers.clipgen import write_clip, write_corrupt, write_event_clip
 from videoqa.ui.actions import ChatActions
 from videoqa.ui.session import ChatSession, shown_text
 

@@ -8,7 +8,7 @@ import time
 
 import av
 import pytest
-from clipgen import FORMATS, read_index, write_clip
+from helpers.clipgen import FORMATS, read_index, write_clip
 from videoqa.ui.app import DEFAULT_SAMPLES
 from videoqa.ui.media import DEFAULT_QUESTION, list_examples, preview, sweep_cache
 

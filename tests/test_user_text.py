@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 import torch
-from clipgen import write_clip
+from helpers.clipgen import write_clip
 
 from videoqa.errors import InputError
 from videoqa.prompt_tokens import prompt_ids

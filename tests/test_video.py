@@ -1,4 +1,4 @@
-"""Frame sampling on clips whose frames encode their own index (tests/clipgen.py) and on real clips."""
+"""Frame sampling on clips whose frames encode their own index (tests/helpers/clipgen.py) and on real clips."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import time
 import tracemalloc
 
 import av
-import clipgen  # tests/ is on sys.path under pytest's default (prepend) import mode
 import numpy as np
 import pytest
 from conftest import SAMPLE_CLIPS
+from helpers import clipgen  # tests/ is on sys.path under pytest's default (prepend) import mode
 
 from videoqa.errors import InputError, VideoError
 from videoqa.video import decord_backend, frame_indices, probe, probe_video, pyav, sample, sample_frames

@@ -1,7 +1,7 @@
 """`videoqa batch` that pauses after writing each record until a gate file exists, so a test can kill it or
 race it mid-run without guessing how long anything takes.
 
-    python tests/slow_batch.py GATE [videoqa batch arguments...]
+    python tests/helpers/slow_batch.py GATE [videoqa batch arguments...]
 
 The run is the command's own (its parser, work list, keys, lock, results file, error lines and exit
 codes); only the pause is added, around the back end's records.
