@@ -1,4 +1,5 @@
-"""Stage 1 of scripts/train_long.py: a vision tower that localises what the questions ask about, then frozen.
+"""Stage 1 of scripts/train_long_frozen_tower.py: a vision tower that localises what the questions ask about,
+then frozen.
 
 The tower (a small CLIP, 64 px frames cut into 16 px patches: 16 patch tokens + [CLS] = 17 tokens a frame)
 is trained on single frames with per-patch targets read from the scene description: what covers the patch

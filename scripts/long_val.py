@@ -1,5 +1,5 @@
-"""Validation of scripts/train_long.py on cached tower features: greedy answers as the pipeline gives them
-(checked against the saved model by train_long.check_forward), and the counterfactual on erased clips."""
+"""Validation of scripts/train_long_frozen_tower.py on cached tower features: greedy answers as the pipeline gives
+them (checked against the saved model by the recipe's forward check), and the counterfactual on erased clips."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 
 import numpy as np
 import torch
-import train_demo as td
 
+from scripts import train_demo as td
 from videoqa.models.tiny import EOS_ID, VIDEO_ID
 from videoqa.synth import long as synth_long
 from videoqa.synth import short as synth

@@ -1,7 +1,7 @@
 """Train the demo Video-LLaVA (samples/demo-model) from scratch on synthetic clips (`videoqa.synth.short`).
 
-    OMP_NUM_THREADS=1 python scripts/train_demo.py       # the shipped run: every setting is a TrainArgs default
-    python scripts/train_demo.py --eval-only --out samples/demo-model --eval-clips 200   # held-out accuracy
+    OMP_NUM_THREADS=1 python -m scripts.train_demo       # the shipped run: every setting is a TrainArgs default
+    python -m scripts.train_demo --eval-only --out samples/demo-model --eval-clips 200   # held-out accuracy
 
 Clips go through the same path as inference (H.264 mp4, the same 8-frame sampling, the model's own
 processor); each training sequence packs a clip's three questions as turns of one conversation in the
@@ -263,7 +263,7 @@ def eval_items(scenes: list[synth.Scene], workdir: Path, seed: int) -> list[tupl
 def tower_targets(model, scenes: list[synth.Scene]):
     """Heads and targets for the tower's per-patch and [CLS] objective (scripts/long_tower.py) on each
     clip's 8 sampled frames: what covers each patch, and the frame's colour and shape on [CLS]."""
-    import long_tower  # a script beside this one; only this option needs it
+    from scripts import long_tower  # only this option needs it
 
     v = model.config.vision_config
     grid = v.image_size // v.patch_size

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${RUNS:-runs/demo}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-python scripts/train_demo.py --out "$runs/first" --stop-at 2175
-python scripts/train_demo.py --init "$runs/first" --out "$runs/conversations" --cache /tmp/demo_cache_mt \
+python -m scripts.train_demo --out "$runs/first" --stop-at 2175
+python -m scripts.train_demo --init "$runs/first" --out "$runs/conversations" --cache /tmp/demo_cache_mt \
     --train-clips 3000 --steps 300 --lr 1e-4 --warmup 10 --turns 30 --eval-every 50
 echo "the model: $runs/conversations (copy it to samples/demo-model)"

@@ -20,7 +20,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # fine-tune (the first stage was trained from that one).
 git archive 3eb2fe0 samples/demo-model | tar -x -C "$runs"
 init="$runs/samples/demo-model"
-train() { python scripts/train_long_frozen_tower.py --init "$init" "$@"; }
+train() { python -m scripts.train_long_frozen_tower --init "$init" "$@"; }
 
 train --out "$runs/stage1" --stop-at 1200
 train --out "$runs/stage2" --resume "$runs/stage1" --steps 2000 --curriculum 0 --window-frac 0.3 --short-frac 0.1 \

@@ -1,6 +1,6 @@
 """A new recipe for the long-clip demo model: a frozen per-patch tower, cached features, a curriculum.
 
-    OMP_NUM_THREADS=1 python scripts/train_long_frozen_tower.py      # writes runs/demo-long-frozen-tower
+    OMP_NUM_THREADS=1 python -m scripts.train_long_frozen_tower      # writes runs/demo-long-frozen-tower
 
 The shipped samples/demo-long-model is five runs of it (scripts/train_demo_long.sh); the figures are in its
 training.json and in `videoqa bench long`'s "reads the event" table.
@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -45,11 +44,9 @@ import torch
 import torch.nn.functional as F
 from transformers import VideoLlavaForConditionalGeneration, VideoLlavaProcessor
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import long_tower as lt  # noqa: E402
-import train_demo as td  # noqa: E402
-from long_val import evaluate, forward, score  # noqa: E402
-
+from scripts import long_tower as lt
+from scripts import train_demo as td
+from scripts.long_val import evaluate, forward, score
 from videoqa.models.tiny import VIDEO_ID  # noqa: E402
 from videoqa.synth import long as synth_long  # noqa: E402
 from videoqa.synth import short as synth  # noqa: E402

@@ -5,7 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from videoqa.bench.policy_table import main
 from videoqa.errors import InputError
+from videoqa.measure import free_memory_bytes
 from videoqa.models.video_llava import video_llava_7b_dims
 from videoqa.pruning.adaptive import (
     AdaptivePolicy,
@@ -13,12 +15,10 @@ from videoqa.pruning.adaptive import (
     decide,
     describe,
     frames_for_duration,
-    free_memory_bytes,
-    main,
-    memory_need,
 )
 from videoqa.pruning.base import ModelDims
 from videoqa.pruning.flops import estimate_flops
+from videoqa.pruning.memory import memory_need
 from videoqa.pruning.shared import keep_count
 
 GiB = 1 << 30

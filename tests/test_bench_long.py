@@ -98,7 +98,7 @@ def test_bad_clip_count_is_one_line(capsys):
 
 def test_sweep_goal_names_what_fails():
     from videoqa.bench.long import RowResult
-    from videoqa.bench.long_sweep import format_sweep, goal
+    from videoqa.bench.long.sweep import format_sweep, goal
 
     def result(label, short, long_, flops):
         groups = {"all": (short + long_, 200), "≤10 s": (short, 100), ">30 s": (long_, 100), "event >30 s": (5, 10)}
@@ -139,7 +139,7 @@ def reads_split(tmp_path_factory):
 def test_reads_the_event_is_what_asking_both_clips_gives(reads_split, tmp_path):
     """The bench's counterfactual figures for the shipped demo-long equal an independent re-run: each event
     question asked on the clip and on its erased twin, shown-ness from the scene itself."""
-    from videoqa.bench.long_reads import ReadsRow, evaluate_reads, format_reads
+    from videoqa.bench.long.reads import ReadsRow, evaluate_reads, format_reads
     from videoqa.pipeline import VideoQA
 
     scenes, root, erased_root = reads_split

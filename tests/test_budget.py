@@ -6,7 +6,8 @@ from videoqa.errors import InputError
 from videoqa.models.video_llava import video_llava_7b_dims
 from videoqa.pruning import PruneConfig
 from videoqa.pruning.adaptive import AdaptivePolicy, decide
-from videoqa.pruning.budget import check_context, frame_cap, largest, only_kept_count, plan
+from videoqa.pruning.budget import check_context, frame_cap, largest, only_kept_count
+from videoqa.pruning.planner import plan
 
 DIMS = video_llava_7b_dims()  # 4096 context, 257 tokens per frame
 N_TEXT, ANSWER = 64, 64

@@ -5,7 +5,6 @@ every event, and frame counts drawn evenly by sequences."""
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
 
 import numpy as np
@@ -15,8 +14,7 @@ from conftest import REPO
 
 from videoqa.synth import long as synth_long
 
-sys.path.insert(0, str(REPO / "scripts"))
-recipe = pytest.importorskip("train_long_frozen_tower")
+recipe = pytest.importorskip("scripts.train_long_frozen_tower")
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +74,7 @@ def test_frame_counts_are_drawn_evenly_by_sequences(scenes):
 def test_the_tower_is_checked_on_clips_it_never_saw():
     """The tower's held-back accuracy once held back frames of its training clips, whose neighbours look alike:
     99 % on them, 65 % on new clips. Every held-back frame must come from a clip with no frame in training."""
-    import long_tower
+    from scripts import long_tower
 
     clips = np.repeat(np.arange(50), np.random.default_rng(0).integers(4, 30, size=50))
     train, held = long_tower.split_by_clip(clips, np.random.default_rng(1))
@@ -88,7 +86,7 @@ def test_the_tower_is_checked_on_clips_it_never_saw():
 def test_a_continued_run_records_every_run_before_it(tmp_path):
     """Both trainers keep the runs a run continues under `stages` (the web chat counts their clips from it):
     the folder's own stages first, then its record, without the evaluation history."""
-    import train_demo
+    from scripts import train_demo
 
     assert train_demo.earlier_stages("") == {}
     record = {"args": {"train_clips": 3000}, "step": 150, "history": [{"step": 50}],

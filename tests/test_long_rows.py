@@ -9,7 +9,7 @@ import pytest
 
 from videoqa.batch.store import read_records
 from videoqa.bench.long import Row, evaluate_rows
-from videoqa.bench.long_rows import (
+from videoqa.bench.long.rows import (
     FIDELITY_R,
     fidelity_lines,
     fidelity_rows,

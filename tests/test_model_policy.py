@@ -94,7 +94,7 @@ def test_write_policy_keeps_the_rest_of_the_card(carded):
 
 def test_the_sweep_writes_its_choice_into_the_card(carded):
     from videoqa.bench.long import RowResult
-    from videoqa.bench.long_sweep import sweep_rows, write_choice
+    from videoqa.bench.long.sweep import sweep_rows, write_choice
 
     rows = sweep_rows([(2.0, 0.25, 0.9, 1, 0.0, 0.5), (3.0, 0.5, 0.8, 2, 0.0, 0.5), (1.5, 0.25, 0.9, 2, 0.0, 0.5)])
 
@@ -119,7 +119,7 @@ def test_the_sweep_writes_its_choice_into_the_card(carded):
 
 def test_a_content_sampler_variant_writes_its_sampler_into_the_card(carded):
     from videoqa.bench.long import RowResult
-    from videoqa.bench.long_sweep import VARIANTS, sweep_rows, write_choice
+    from videoqa.bench.long.sweep import VARIANTS, sweep_rows, write_choice
 
     assert {v[6] for v in VARIANTS if len(v) > 6} == {"content"}  # the sweep tries the content sampler
     rows = sweep_rows([(3.0, 0.25, 0.9, 2, 0.0, 0.5), (3.0, 0.25, 0.9, 2, 0.0, 0.5, "content")])

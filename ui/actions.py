@@ -38,7 +38,8 @@ from .present import (
     reason,
     summary_line,
 )
-from .session import ChatSession, Exchange, Settings, notice
+from .session import ChatSession, Exchange, Settings
+from .streams import with_final
 
 log = logging.getLogger(__name__)
 
@@ -63,26 +64,6 @@ def _heatmaps(images: list | None):
 
 def _skip(values: list) -> tuple:
     return tuple(gr.skip() if v is SKIP else v for v in values)
-
-
-ANSWER = ("chat", "gallery", "stats")  # what the API's ask and retry return
-
-
-def _with_final(chat, outputs: Iterator[dict], note: str | None = None) -> Iterator[dict]:
-    """The chat, heatmaps and stats as they stream, then once more with the latest value of each, so an API
-    client's result is complete (the page keeps what it was shown; a client only sees the last one). `note`:
-    the page's notice line (e.g. "Type a question first."), which an API client gets at the end of the chat
-    it receives (it is not part of the conversation)."""
-    extra = [notice(note)] if note else []
-    last = {"chat": chat + extra, "gallery": None, "stats": ""}
-    yield dict(last)
-    for out in outputs:
-        new = {name: out[name] for name in ANSWER if name in out}
-        if "chat" in new:
-            new["chat"] = new["chat"] + extra
-        last |= new
-        yield new
-    yield dict(last)
 
 
 class ChatActions:
@@ -340,13 +321,13 @@ class ChatActions:
         """Ask one question and stream its answer. Yields the chat, heatmaps and stats (`ANSWER`) as they
         change; the last output holds all three."""
         out = self.enqueue(question, session, method, k, r, frames, show_scores, sampler)
-        yield from _with_final(out["chat"], self.run(session), out.get("notice"))
+        yield from with_final(out["chat"], self.run(session), out.get("notice"))
 
     def retry_api(self, session: ChatSession, method: str, k, r: str, frames, show_scores: bool,
                   sampler: str | None = None):
         """Ask the last question again with these settings; outputs as for ask."""
         out = self.retry(session, method, k, r, frames, show_scores, sampler)
-        yield from _with_final(out["chat"], self.run(session), out.get("notice"))
+        yield from with_final(out["chat"], self.run(session), out.get("notice"))
 
     # -- compare ----------------------------------------------------------------------------------------
 

@@ -166,3 +166,24 @@ class PeakMemory:
         if self._sampler is None:
             return torch.cuda.max_memory_allocated(self.device), "cuda-max-allocated"
         return self._sampler.stop(), "cpu-rss-sampled"
+
+
+def free_memory_bytes(device: str | torch.device) -> int:
+    """Memory a new allocation can use now: CUDA free memory from the driver plus what PyTorch's caching
+    allocator holds unused; CPU: MemAvailable (Linux), else available physical pages."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
+    if device.type == "mps":
+        return int(torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory())
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the kernel reports kB
+    except OSError:
+        pass
+    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))

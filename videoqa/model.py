@@ -17,10 +17,10 @@ if TYPE_CHECKING:  # torch is imported where a model is loaded: the command line
     import torch
 
 DEFAULT_MODEL = "LanguageBind/Video-LLaVA-7B-hf"
-# Short names for the models shipped in `videoqa.samples`: name -> (folder, the script that trains it).
+# Short names for the models shipped in `videoqa.samples`: name -> (folder, the command that trains it).
 NAMED_MODELS = {
-    "demo": ("demo-model", "scripts/train_demo.py"),
-    "demo-long": ("demo-long-model", "scripts/train_long_frozen_tower.py"),
+    "demo": ("demo-model", "bash scripts/train_demo.sh"),
+    "demo-long": ("demo-long-model", "bash scripts/train_demo_long.sh"),
 }
 DTYPES = ("float32", "bfloat16", "float16")  # names of torch dtypes
 
@@ -39,11 +39,11 @@ def resolve_model(name: str) -> str:
     """'demo' (or another shipped name) -> its folder; a local folder -> its path; an org/name Hugging Face id
     -> unchanged. A name meant as a folder that is not one fails here, at once, not after a hub lookup."""
     if name in NAMED_MODELS:
-        folder, script = NAMED_MODELS[name]
+        folder, command = NAMED_MODELS[name]
         path = packaged_path(folder)
         if not (path / "config.json").exists():
             raise ModelLoadError(
-                f"the '{name}' model is not in {path}; build it with `python {script}` "
+                f"the '{name}' model is not in {path}; build it with `{command}` "
                 f"or pass --model with a Hugging Face id or a local folder"
             )
         return str(path)

@@ -20,13 +20,13 @@ from . import llm
 from .answer import Answer
 from .answering import BatchRun, TextDelta, assemble, stream_text
 from .errors import InputError
-from .measure import Clock, PeakMemory, device_clock
+from .measure import Clock, PeakMemory, device_clock, free_memory_bytes
 from .model import LoadedModel, load_model
 from .model_policy import model_policy, set_on_pipeline
 from .prompt_tokens import expand_video_slot, prompt_ids
 from .pruning import Acts, EncodedVideo, PruneConfig, Selection, keep_count
-from .pruning.adaptive import free_memory_bytes
-from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, Plan, check_context, fits_context, largest, plan
+from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, check_context, fits_context, largest
+from .pruning.planner import Plan, plan
 from .request import Collated, Request, collate
 from .video import Clip, probe_video, sample_frames
 from .video.sample import SAMPLERS

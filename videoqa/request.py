@@ -10,7 +10,7 @@ from torch import Tensor
 
 from .errors import InputError
 from .pruning import EncodedVideo, PruneConfig, Selection
-from .pruning.budget import Plan
+from .pruning.planner import Plan
 from .video import Clip
 
 

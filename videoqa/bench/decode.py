@@ -12,7 +12,8 @@ import torch
 from .. import llm
 from ..measure import Clock, Timer, device_clock
 from ..pruning.method import Acts
-from .llm import TOKENS_PER_FRAME, Setup, bench_config, build_lm, make_prompt
+from .lm import TOKENS_PER_FRAME, bench_config, build_lm, make_prompt
+from .setup import Setup
 
 WARMUP = 3
 

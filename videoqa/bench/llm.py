@@ -18,41 +18,10 @@ import torch
 
 from .. import llm
 from ..measure import Clock, Timer, best_of, device_clock
-from ..models.video_llava import video_llava_7b_dims
-from ..pruning import REGISTRY, Acts, EncodedVideo, ModelDims, PruneConfig, VisualLayout, keep_count
+from ..pruning import REGISTRY, Acts, EncodedVideo, PruneConfig, VisualLayout
 from ..pruning.flops import estimate_flops
-from .setup import PRESETS, Setup
-
-TOKENS_PER_FRAME = video_llava_7b_dims().tokens_per_frame  # 257: 16x16 patches + the frame's CLS
-TEXT_BEFORE, TEXT_AFTER = 35, 25  # "USER: " + system prefix before the video, the question after it
-
-
-def build_lm(setup: Setup):
-    """A random-weight causal LM of the preset's shape (Llama, the Video-LLaVA-7B decoder family)."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    cfg = AutoConfig.for_model("llama", **PRESETS[setup.preset], attn_implementation=setup.attn)
-    torch.manual_seed(setup.seed)
-    dtype = getattr(torch, setup.dtype)
-    with torch.device(setup.device):
-        model = AutoModelForCausalLM.from_config(cfg).to(dtype).eval()
-    return model
-
-
-def dims_of(model, dtype: torch.dtype) -> ModelDims:
-    return ModelDims.from_text_config(model.config, grid=16, dtype_bytes=torch.finfo(dtype).bits // 8)
-
-
-def make_prompt(model, frames: int, n_keep: int | None = None, seed: int = 0):
-    """Embeddings of [text | frames*257 visual | text]; with n_keep, only that many visual tokens."""
-    g = torch.Generator().manual_seed(seed)
-    n_vis = frames * TOKENS_PER_FRAME if n_keep is None else n_keep
-    n = TEXT_BEFORE + n_vis + TEXT_AFTER
-    p = next(model.parameters())
-    embeds = (torch.randn(1, n, model.config.hidden_size, generator=g) * 0.02).to(p.device, p.dtype)
-    vis = torch.zeros(1, n, dtype=torch.bool, device=p.device)
-    vis[0, TEXT_BEFORE:TEXT_BEFORE + n_vis] = True
-    return embeds, torch.ones(1, n, dtype=torch.long, device=p.device), vis
+from .lm import TEXT_AFTER, TEXT_BEFORE, TOKENS_PER_FRAME, bench_config, build_lm, dims_of, llm_inputs
+from .setup import Setup
 
 
 def time_prefill(model, inputs, plan, clock: Clock, repeats: int) -> tuple[float, float, object]:
@@ -72,29 +41,12 @@ def time_decode(model, state, n_tokens: int, clock: Clock) -> float:
     return t.seconds / n_tokens
 
 
-def bench_config(method: str, r: float | str, k: int) -> PruneConfig:
-    """A registered method at R, at layer `k` when it prunes inside the LLM; its other options at their defaults."""
-    spec = REGISTRY.get(method)
-    layer = {spec.layer_option: k} if spec.layer_option else {}
-    return PruneConfig(method, r=r if spec.uses_r else 0.0, **layer).validate()
-
-
-def llm_inputs(model, frames: int, cfg: PruneConfig, r: float) -> tuple[tuple, object, int]:
-    """(prefill inputs, the in-LLM ranking plan or None, kept visual tokens) of `frames` frames under `cfg`:
-    a method acting before the LLM simply leaves the LLM `kept` visual tokens from layer 0."""
-    spec = cfg.method_spec
-    n_vis = frames * TOKENS_PER_FRAME
-    kept = n_vis if spec.acts is Acts.NEVER else keep_count(n_vis, r)
-    if spec.acts is Acts.IN_LLM:
-        return make_prompt(model, frames), spec.plan(cfg.options, [r], TOKENS_PER_FRAME), kept
-    return make_prompt(model, frames, n_keep=None if spec.acts is Acts.NEVER else kept), None, kept
-
-
 def method_rows(setup: Setup, methods: list[tuple[str, float | str]], repeats: int, decode_tokens: int,
                 k: int = 2, clock: Clock | None = None) -> list[dict]:
     """Time every (method, R) on one model in one process, interleaved so machine noise hits all alike.
     Every time is read through `clock` (default: the device's synced clock)."""
-    from ..pruning.adaptive import decide, free_memory_bytes
+    from ..measure import free_memory_bytes
+    from ..pruning.adaptive import decide
     from ..pruning.budget import only_kept_count
 
     clock = clock or device_clock(torch.device(setup.device))

@@ -13,7 +13,8 @@ import multiprocessing
 from .. import llm
 from ..measure import PeakMemory
 from ..pruning import REGISTRY, Method
-from .llm import Setup, bench_config, build_lm, llm_inputs
+from .lm import bench_config, build_lm, llm_inputs
+from .setup import Setup
 
 
 def measure_peaks(setup: Setup, methods: list[tuple[str, float]], k: int) -> dict[str, float]:

@@ -84,7 +84,7 @@ def suite_text(suite: str, args: argparse.Namespace) -> str:
         from ..bench.long import LONG_K, run_long
 
         if args.sweep:
-            from ..bench.long_sweep import run_sweep
+            from ..bench.long.sweep import run_sweep
 
             return run_sweep(args.model or "demo-long", args.runs_dir or "runs/long", args.clips, device=args.device,
                              write_card=args.write_card)

@@ -1,6 +1,6 @@
 """The adaptive policy's memory model against what one answer really allocates.
 
-Predicted: `pruning.adaptive.memory_need` (KV cache + prefill activations) for the prompt's exact token counts.
+Predicted: `pruning.memory.memory_need` (KV cache + prefill activations) for the prompt's exact token counts.
 Measured: the peak bytes allocated above the weights and inputs while the prompt is prefilled and `new_tokens`
 tokens are decoded — `torch.cuda.max_memory_allocated` on CUDA; on CPU the same quantity is counted by
 following every tensor storage the run creates and frees (`LiveBytes`), since a CPU process has no allocator
@@ -17,8 +17,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from .. import llm
+from ..measure import free_memory_bytes
 from ..pruning import ModelDims, keep_count
-from ..pruning.adaptive import AdaptivePolicy, decide, free_memory_bytes, memory_need
+from ..pruning.adaptive import AdaptivePolicy, decide
+from ..pruning.memory import memory_need
 from ..pruning.methods.fastv.algorithm import FastVPlan
 from .models import prompt_batch
 from .report import FAIL, Check, verdict

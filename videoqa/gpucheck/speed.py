@@ -16,10 +16,10 @@ import torch
 
 from .. import llm
 from ..bench.decode import decode_rows, format_decode_table
-from ..bench.llm import Setup
-from ..measure import Timer, device_clock
+from ..bench.setup import Setup
+from ..measure import Timer, device_clock, free_memory_bytes
 from ..pruning import PruneConfig, keep_count
-from ..pruning.adaptive import decide, free_memory_bytes
+from ..pruning.adaptive import decide
 from ..pruning.flops import estimate_flops
 from ..pruning.methods.fastv.algorithm import FastVPlan
 from .models import QUESTION, Target, prompt_batch, synthetic_frames

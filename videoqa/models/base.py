@@ -13,36 +13,15 @@ torch and transformers are imported inside the methods: the command line lists f
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from ..model_card import ModelCard
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
     from ..pruning import EncodedVideo, ModelDims
-
-
-@dataclass
-class LoadedModel:
-    model: torch.nn.Module
-    processor: Any
-    device: torch.device
-    dtype: torch.dtype
-    name: str
-    # The folder's videoqa.json (its conversation, its policy constants), read by load_model. One built by hand
-    # from parts already loaded (tests, GPU checks) keeps the plain template, as before cards existed.
-    card: ModelCard = field(default_factory=lambda: ModelCard(conversation="plain"))
-    family: Family | None = None  # None: found from the model's config (`family_of`)
-
-    def __post_init__(self):
-        if self.family is None:
-            from . import family_of
-
-            self.family = family_of(self.model.config)
 
 
 class Family:

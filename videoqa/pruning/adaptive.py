@@ -18,17 +18,13 @@ R is clamped to [r_min, r_max]; if even r_max does not fit, fewer frames are use
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from .base import ModelDims
 from .budget import DEFAULT_FRAMES, context_room, frame_cap, largest
 from .flops import estimate_flops
-
-if TYPE_CHECKING:  # torch is imported where memory is read: the command line builds its options without it
-    import torch
+from .memory import memory_need
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -111,46 +107,6 @@ def frames_for_duration(
     """base_frames for short clips, one frame per seconds_per_frame beyond, capped by the context window."""
     policy = policy or AdaptivePolicy()
     return min(_frames_wanted(duration_s, policy), max_frames_for_context(dims, text_tokens, policy))
-
-
-def memory_need(dims: ModelDims, n_text: int, n_visual: int, n_kept: int, k: int, new_tokens: int) -> dict:
-    """Bytes needed beyond the weights: the peak of KV cache + live activations while one prompt is prefilled
-    and `new_tokens` tokens are decoded.
-
-    KV: 2 (k and v) · kv_heads · head_dim · dtype bytes per token per layer, for the full sequence in
-    layers < K and for the kept one in layers >= K (k=0: pruned before the LLM), answer tokens included.
-    Activations of a layer over n tokens: about 6·d (residual, norm, q/k/v, attention output) plus 3·m
-    (gate, up, product) per token with SDPA/FlashAttention (no n×n matrix).
-    The cache grows layer by layer, so the peak is the largest of three moments: layer K-1 (the KV of the
-    first K layers, full-length activations), the last layer (the whole prompt's KV, activations of the kept
-    tokens) and the end of decoding (the whole KV, answer included; a token's activations are negligible).
-    Adding the whole KV to full-length activations instead overstates FastV's need by up to ~40%.
-    """
-    per_token_layer = 2 * dims.n_kv_heads * dims.head_dim * dims.dtype_bytes
-    k = min(max(k, 0), dims.n_layers)
-    n_full = n_text + n_visual
-    n_pruned = n_text + n_kept
-    kv_front = per_token_layer * k * n_full  # layers < K after the prompt
-    kv_prompt = kv_front + per_token_layer * (dims.n_layers - k) * n_pruned
-    kv = kv_prompt + per_token_layer * dims.n_layers * new_tokens
-
-    def activations(n: int) -> int:
-        return n * (6 * dims.hidden + 3 * dims.ffn) * dims.dtype_bytes
-
-    moments = {"decode": kv}
-    if k > 0:
-        moments["layer K-1"] = kv_front + activations(n_full)
-    if k < dims.n_layers:
-        moments["last layer"] = kv_prompt + activations(n_pruned)
-    phase = max(moments, key=moments.get)
-    return {
-        "kv_bytes_per_token": per_token_layer * dims.n_layers,
-        "kv_bytes_full": per_token_layer * dims.n_layers * (n_full + new_tokens),
-        "kv_bytes": kv,
-        "activation_bytes": activations(n_full if k > 0 else n_pruned),  # the widest layer's
-        "need_bytes": moments[phase],
-        "peak_phase": phase,
-    }
 
 
 def _usable(free_bytes: int, policy: AdaptivePolicy) -> int:
@@ -338,57 +294,3 @@ def describe(decision: Decision) -> str:
     if d.warnings:
         line += f"; warning: {'; '.join(d.warnings)}"
     return line
-
-
-def free_memory_bytes(device: str | torch.device) -> int:
-    """Memory a new allocation can use now: CUDA free memory from the driver plus what PyTorch's caching
-    allocator holds unused; CPU: MemAvailable (Linux), else available physical pages."""
-    import torch
-
-    device = torch.device(device)
-    if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
-    if device.type == "mps":
-        return int(torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory())
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024  # the kernel reports kB
-    except OSError:
-        pass
-    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-
-
-def decision_table(dims: ModelDims, durations: list[float], free_gb: list[float], text_tokens: int = 64,
-                   k: int = 2, policy: AdaptivePolicy | None = None) -> list[dict]:
-    """Decisions for each clip length x free memory, as rows for a printed table."""
-    rows = []
-    for duration in durations:
-        for gb in free_gb:
-            d = decide(duration, dims, text_tokens, int(gb * GiB), k, policy=policy)
-            rows.append({"duration_s": duration, "free_gib": gb, "frames": d.frames,
-                         "visual": d.visual_tokens, "r": d.r, "kept": d.kept, "bound": d.bound,
-                         "kv_gib": d.memory["kv_bytes"] / GiB, "kv_full_gib": d.memory["kv_bytes_full"] / GiB,
-                         "warnings": len(d.warnings)})
-    return rows
-
-
-def main() -> None:
-    """Print the decisions for 5 s / 30 s / 3 min clips under 80 / 24 / 8 GiB free (7B, bf16, K=2)."""
-    from ..models.video_llava import video_llava_7b_dims
-
-    dims = video_llava_7b_dims()
-    print(f"Video-LLaVA-7B dims (bf16, K=2, 64 text tokens, context {dims.context})")
-    print(f"policy: {AdaptivePolicy()}")
-    print(f"{'clip':>6} {'free':>7} {'frames':>6} {'visual':>6} {'R':>6} {'kept':>5} {'bound':>8} "
-          f"{'KV GiB':>7} {'KV unpruned':>11}")
-    for row in decision_table(dims, [5, 30, 180], [80, 24, 8, 2, 1.25]):
-        print(f"{row['duration_s']:>5g}s {row['free_gib']:>5g}GB {row['frames']:>6} {row['visual']:>6} "
-              f"{row['r']:>6.3f} {row['kept']:>5} {row['bound']:>8} {row['kv_gib']:>7.2f} "
-              f"{row['kv_full_gib']:>11.2f}")
-
-
-if __name__ == "__main__":
-    main()

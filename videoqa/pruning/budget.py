@@ -1,6 +1,5 @@
-"""The token budget: how many context slots a method's visual tokens occupy, whether a prompt fits, and how
-many frames and which R a question gets. `prepare`, the Ray actor, the web chat and the command line all
-plan through here, so they agree.
+"""The token budget: how many context slots a method's visual tokens occupy, whether a prompt fits, the
+bisection both use (planner.py chooses a question's frames and R from them).
 
 The positions rule. FastV's first K layers see every visual token, and a method that prunes before the LLM
 but keeps the original RoPE positions puts its last kept token where the unpruned one was: both reach the
@@ -10,16 +9,11 @@ unpruned length. Only pruning before the LLM with renumbered positions shortens 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from .base import ModelDims
 from .config import PruneConfig
 from .shared import keep_count
-
-if TYPE_CHECKING:
-    from .adaptive import AdaptivePolicy, Decision
 
 DEFAULT_FRAMES = 8  # what Video-LLaVA was trained with
 ANSWER_RESERVE = 64  # context room an answer gets when frames are planned; a larger cap runs on to the end
@@ -85,32 +79,3 @@ def check_context(dims: ModelDims, frames: int, n_text: int, cfg: PruneConfig, r
     tokens = f"{n} visual tokens" if visual(frames) == n else f"{visual(frames)} visual tokens (of {n}, R={r:.2f})"
     raise InputError(f"{frames} frames need {tokens} + {n_text} prompt and {max_new} answer tokens, more than "
                      f"the model's context of {dims.context}; use at most {most} frames")
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Frames to sample and R for one question; `decision` says why, when the adaptive policy chose them."""
-
-    frames: int
-    r: float
-    decision: Decision | None = None
-
-
-def plan(dims: ModelDims, cfg: PruneConfig, n_text: int, duration_s: float | None, frames: int | None,
-         max_new: int, free_bytes: Callable[[], int] | int, policy: AdaptivePolicy, share: int = 1) -> Plan:
-    """Frames and R for one question with `n_text` prompt tokens about a clip of `duration_s` seconds.
-
-    With R=auto both come from the clip's length, the prompt and the free memory (`free_bytes`: bytes, or a
-    function reading them; `share`: requests of one batch planned together, each with that part of it).
-    Planning assumes at most ANSWER_RESERVE tokens of answer room; the answer may run on to the context's
-    end. The caller then checks the frames it samples with `check_context`."""
-    from .adaptive import decide  # adaptive builds on this module's bisection and positions rule
-
-    reserve = min(max_new, ANSWER_RESERVE)
-    if cfg.adaptive:
-        free = free_bytes() if callable(free_bytes) else free_bytes
-        decision = decide(duration_s, dims, n_text, free, k=cfg.layer or 0, frames=frames,
-                          policy=replace(policy, new_tokens=reserve), share=share,
-                          renumbered=only_kept_count(cfg))
-        return Plan(decision.frames, decision.r, decision)
-    return Plan(frames or policy.base_frames, 0.0 if cfg.layer is None else float(cfg.r))

@@ -13,71 +13,34 @@ same token counts; measured prefill time relative to the unpruned 8-frame row.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
-import re
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..batch.local import local_records
-from ..batch.run import summarize_answer
-from ..batch.store import latest_by_key, read_records
-from ..eval.datasets import QADataset, load_dataset
-from ..eval.judges import ExactJudge
-from ..eval.run import run_eval
-from ..model_policy import ModelPolicy
-from ..models.video_llava import video_llava_7b_dims
-from ..pruning import REGISTRY, ModelDims, PruneConfig
-from ..pruning.adaptive import AdaptivePolicy
-from ..pruning.flops import estimate_flops
-from .accuracy import exact_hits
-from .long_reads import evaluate_reads, format_reads
-from .long_rows import fidelity_rows, format_fidelity, row_inputs, sampler_rows
-
-MAX_NEW = 8  # answers are one or two words
-SPLIT_CLIPS = 120  # the whole held-out (and validation) split
-BUCKETS = (("≤10 s", 10.0), ("10–30 s", 30.0), (">30 s", math.inf))  # (label, longest duration)
-THIRDS = ("first", "middle", "last")
-FASTVID_RATIOS = (0.5, 0.75, 0.9, 0.95)
-FRAME_FLOOR = 0.5  # the floor row's share (chosen on the validation split)
-LONG_K = 2  # FastV's layer in this table's rows (chosen on the validation split)
-
-
-@dataclass(frozen=True)
-class Row:
-    """One policy: which frames, pruned how.
-
-    frames: a count; "max" (per question, the most whose unpruned tokens fit the context); or "auto" (the
-    adaptive policy's: the pipeline decides them when R is "auto", and a fixed-R row takes the adaptive
-    FastV row's frames for the same question, so both see the same frames)."""
-
-    label: str
-    prune: PruneConfig
-    frames: int | str = "auto"
-    policy: AdaptivePolicy | None = None  # None: the model's (its videoqa.json, else Video-LLaVA-7B's defaults)
-    # None: the model's default frame sampler (its card's); "uniform" pins the baseline every reference row uses,
-    # whatever the card says; "oracle": long_rows.oracle_clip
-    sampler: str | None = None
-    match_flops: bool = False  # R (and frames) per question: the FLOPs of unpruned 8 frames (long_rows)
-
-    def config(self, model: str, split: str, card: ModelPolicy | None = None) -> dict:
-        """What the row runs; `card`: the model's own policy, which fills what the row leaves unset (so a card
-        rewritten by `--sweep --write-card` never resumes a run made with the old constants)."""
-        policy = self.policy or (card.policy if card else AdaptivePolicy())
-        sampler_used = self.sampler or (card.sampler if card else None)
-        # absent when uniform: run folders made before samplers existed keep their names
-        sampler = ({"sampler": sampler_used} if sampler_used not in (None, "uniform") else {}) | (
-            {"match_flops": True} if self.match_flops else {})
-        return {"dataset": f"long-{split}", "model": model, "prune": self.prune.to_dict(), "frames": self.frames,
-                "policy": asdict(policy) if self.prune.adaptive or self.frames == "auto" else None} | sampler
-
-    def folder(self, model: str, split: str, card: ModelPolicy | None = None) -> str:
-        """A folder name that changes whenever the configuration does, so a resumed run never mixes two."""
-        digest = hashlib.sha1(json.dumps(self.config(model, split, card), sort_keys=True).encode()).hexdigest()[:8]
-        return re.sub(r"[^a-z0-9.]+", "-", self.label.lower()).strip("-") + "-" + digest
+from ...eval.datasets import load_dataset
+from ...models.video_llava import video_llava_7b_dims
+from ...pruning import REGISTRY, ModelDims, PruneConfig
+from ...pruning.flops import estimate_flops
+from ..accuracy import exact_hits
+from .core import (
+    BUCKETS,
+    FASTVID_RATIOS,
+    FRAME_FLOOR,
+    LONG_K,
+    MAX_NEW,
+    SPLIT_CLIPS,
+    THIRDS,
+    Row,
+    RowResult,
+    resolve_frames,
+    text_tokens_of,
+)
+from .reads import evaluate_reads, format_reads
+from .rows import fidelity_rows, format_fidelity, sampler_rows
+from .run import run_row
 
 
 def default_rows(k: int = LONG_K) -> list[Row]:
@@ -99,13 +62,13 @@ def default_rows(k: int = LONG_K) -> list[Row]:
 
 def long_split(root: Path, split: str, clips: int, seed: int = 0, erase: bool = False) -> Path:
     """Write the first `clips` clips of the long-clip `split` ("test" or "val") under `root`, unless already there
-    (with `erase`: the same clips with their events erased, the counterfactual of `long_reads`).
+    (with `erase`: the same clips with their events erased, the counterfactual of `reads`).
 
     A smaller split is a prefix of a larger one, so run folders stay valid when `clips` changes."""
     marker = root / "split.json"
     wanted = {"split": split, "clips": clips, "seed": seed} | ({"erased": True} if erase else {})
     if not (marker.exists() and json.loads(marker.read_text()) == wanted):
-        from ..synth import long as synth_long
+        from ...synth import long as synth_long
 
         scenes = {"test": synth_long.test_scenes, "val": synth_long.val_scenes}[split](clips, seed)
         synth_long.write_eval_split(root, scenes, seed, erase=erase)
@@ -121,7 +84,7 @@ class QuestionInfo:
 
 
 def question_info(root: Path) -> dict[str, QuestionInfo]:
-    from ..synth import long as synth_long
+    from ...synth import long as synth_long
 
     event_types = {t for types in synth_long.KIND_TYPES.values() for t in types}
     scenes = {s["name"]: s for s in json.loads((root / "scenes.json").read_text())}
@@ -133,65 +96,6 @@ def question_info(root: Path) -> dict[str, QuestionInfo]:
         third = scene["event_third"] if a["type"] in event_types else None
         info[a["question_id"]] = QuestionInfo(a["type"], bucket, third)
     return info
-
-
-def resolve_frames(row: Row, rows: list[Row], done: dict[str, dict], dims: ModelDims) -> dict[tuple, int | None]:
-    """(video, question) -> frames for this row (None: the pipeline decides), from rows already run."""
-    if isinstance(row.frames, int):
-        return {}
-    if row.frames == "max":
-        ref = done[rows[0].label]  # the unpruned 8-frame row: its prompt length gives each question's room
-        return {(rec["video"], rec["question"]): (dims.context - _n_text(rec) - MAX_NEW) // dims.tokens_per_frame
-                for rec in ref.values() if not rec.get("error")}
-    if row.prune.adaptive:
-        return {}
-    source = next(r for r in rows if r.prune.method == "fastv" and r.prune.adaptive and r.frames == "auto")
-    return {(rec["video"], rec["question"]): rec["stats"]["frames"]
-            for rec in done[source.label].values() if not rec.get("error")}
-
-
-def _n_text(rec: dict) -> int:
-    """Prompt tokens besides the visual ones (the prompt itself may hold only the kept visual tokens)."""
-    return rec["flops"]["n_tokens"] - rec["kept"]["n_visual"]
-
-
-def run_row(qa, ds: QADataset, runs: Path, row: Row, model: str, split: str, frames: dict) -> dict[str, dict]:
-    """Evaluate one row (resumable); its predictions by question id."""
-    cfg = row.prune.validate(qa.dims.n_layers)
-    qa.policy = row.policy or qa.model_policy.policy
-
-    def answer(video: str, question: str) -> dict:
-        n = row.frames if isinstance(row.frames, int) else frames.get((video, question))
-        if n is None and row.frames != "auto":
-            raise ValueError(f"no reference run gives this question's frames for {row.label!r}")
-        shown, cfg_q, n, sampler = row_inputs(qa, row, cfg, video, question, n)
-        return summarize_answer(qa.ask(shown, question, prune=cfg_q, frames=n, sampler=sampler).to_dict())
-
-    out = runs / row.folder(model, split, qa.model_policy)
-    run_eval(ds, out, lambda todo: local_records(todo, answer), ExactJudge(), row.config(model, split, qa.model_policy),
-             progress=False)
-    wanted = {it.question_id for it in ds.present}
-    return {k: v for k, v in latest_by_key(read_records(out / "predictions.jsonl")).items() if k in wanted}
-
-
-@dataclass
-class RowResult:
-    """What the table shows for one row: (hits, questions) per group, and cost figures."""
-
-    label: str
-    groups: dict[str, tuple[int, int]]
-    frames: dict[str, float]  # bucket (or "all") -> mean frames
-    kept: float
-    flops: dict[str, float]  # bucket (or "all") -> FLOPs / unpruned-8-frame FLOPs, the model's dims
-    flops_7b: dict[str, float]  # the same at Video-LLaVA-7B's dims
-    prefill_s: float
-    errors: int
-    prefill_ratio: float | None = None
-    extra: dict = field(default_factory=dict)
-
-    def accuracy(self, group: str) -> float | None:
-        h, n = self.groups.get(group, (0, 0))
-        return h / n if n else None
 
 
 def measure(label: str, preds: dict[str, dict], hits: dict[str, bool], info: dict[str, QuestionInfo],
@@ -208,7 +112,7 @@ def measure(label: str, preds: dict[str, dict], hits: dict[str, bool], info: dic
             groups[g][0] += bool(hits.get(qid))
             groups[g][1] += 1
     for qid, rec in ok:
-        n_text, n_vis, n_kept = _n_text(rec), rec["kept"]["n_visual"], rec["kept"]["n_kept"]
+        n_text, n_vis, n_kept = text_tokens_of(rec), rec["kept"]["n_visual"], rec["kept"]["n_kept"]
         base = 8 * dims.tokens_per_frame  # the reference: 8 frames, unpruned, same question
         for name, d in (("own", dims), ("7b", dims_7b)):
             cost = estimate_flops(d, n_text, n_vis, n_kept, rec["flops"]["layer"]).pruned
@@ -316,7 +220,7 @@ def _has_fidelity(rows: list[Row], k: int) -> bool:
 def run_long(model: str = "demo-long", runs_dir: str | Path = "runs/long", clips: int | None = None,
              device: str | None = None, split: str = "test", rows: list[Row] | None = None, k: int = LONG_K) -> str:
     """The long-clip table (and its plot) for `model` on the first `clips` clips of `split`."""
-    from ..pipeline import VideoQA
+    from ...pipeline import VideoQA
 
     t0, load0 = time.perf_counter(), os.getloadavg()[0]
     runs = Path(runs_dir)
@@ -325,7 +229,7 @@ def run_long(model: str = "demo-long", runs_dir: str | Path = "runs/long", clips
     qa = VideoQA.from_pretrained(model, device=device, max_new_tokens=MAX_NEW)
     rows = rows or default_rows(k)
     results = evaluate_rows(qa, root, runs / split, rows, model, split)
-    from ..synth import long as synth_long
+    from ...synth import long as synth_long
 
     types = [t for t in synth_long.QUESTION_TYPES if any(t in r.groups for r in results)]
     png = plot(results, runs / f"long_{split}_accuracy_vs_flops.png")

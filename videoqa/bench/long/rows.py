@@ -18,15 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..pruning import REGISTRY, PruneConfig
-from ..pruning.budget import largest
-from ..pruning.flops import estimate_flops
-from ..video.clip import frame_indices
-from ..video.pyav import _sample_pyav
+from ...pruning import REGISTRY, PruneConfig
+from ...pruning.budget import largest
+from ...pruning.flops import estimate_flops
+from ...video.clip import frame_indices
+from ...video.pyav import _sample_pyav
+from .core import Row, RowResult
 
 if TYPE_CHECKING:
-    from ..video import Clip
-    from .long import Row, RowResult
+    from ...video import Clip
 
 ORACLE = "oracle"  # Row.sampler of the oracle row: not a decoder's sampler
 FIDELITY_R = 0.9
@@ -96,8 +96,6 @@ def row_inputs(qa, row: Row, cfg: PruneConfig, video: str, question: str,
 
 def sampler_rows(fastv: PruneConfig) -> list[Row]:
     """The oracle and content-aware rows, each beside the uniform row with its frame count and FLOPs."""
-    from .long import Row
-
     none = PruneConfig(method="none")
     return [Row("8 frames, oracle, unpruned", none, BASE_FRAMES, sampler=ORACLE),
             Row("8 frames, content, unpruned", none, BASE_FRAMES, sampler="content"),
@@ -117,8 +115,6 @@ def fidelity_methods(k: int) -> list[tuple[str, PruneConfig]]:
 def fidelity_rows(k: int) -> list[Row]:
     """Per method: R=0.9 at the most frames, and the FLOPs of unpruned 8 frames. Needs the unpruned rows at 8
     and at the most frames (default_rows has them) for the table."""
-    from .long import Row
-
     rows = []
     for name, cfg in fidelity_methods(k):
         rows.append(Row(f"max frames, {name} R={FIDELITY_R:g}", cfg, "max", sampler="uniform"))

@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from ..model_card import write_policy
-from ..pruning import PruneConfig
-from ..pruning.adaptive import AdaptivePolicy
-from .long import BUCKETS, MAX_NEW, SPLIT_CLIPS, Row, RowResult, evaluate_rows, long_split, per_bucket
+from ...model_card import write_policy
+from ...pruning import PruneConfig
+from ...pruning.adaptive import AdaptivePolicy
+from . import evaluate_rows, long_split, per_bucket
+from .core import BUCKETS, MAX_NEW, SPLIT_CLIPS, Row, RowResult
 
 # (seconds per frame, budget exponent, r_max, K, frame floor, base R): a grid around the frame rate that
 # resolves the split's events (24 frames see every event of a 60 s clip) and the FastV layers an 8-layer model
@@ -128,7 +129,7 @@ def run_sweep(model: str = "demo-long", runs_dir: str | Path = "runs/long", clip
               write_card: str | Path | None = None) -> str:
     """The sweep table on the first `clips` clips of the validation split; with `write_card`, the chosen
     variant's constants are written into that model folder's videoqa.json."""
-    from ..pipeline import VideoQA
+    from ...pipeline import VideoQA
 
     runs = Path(runs_dir)
     clips = SPLIT_CLIPS if clips is None else clips

@@ -19,10 +19,12 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..eval.datasets import load_dataset
-from ..eval.judges import normalize
-from ..pruning import PruneConfig
-from .accuracy import exact_hits
+from ...eval.datasets import load_dataset
+from ...eval.judges import normalize
+from ...pruning import PruneConfig
+from ..accuracy import exact_hits
+from .core import Row, resolve_frames
+from .run import run_row
 
 FRAME_COUNTS: tuple[int | str, ...] = (8, 16, 24, "max")
 
@@ -45,7 +47,7 @@ class ReadsRow:
 
 
 def event_types() -> set[str]:
-    from ..synth import long as synth_long
+    from ...synth import long as synth_long
 
     return {t for types in synth_long.KIND_TYPES.values() for t in types}
 
@@ -60,7 +62,7 @@ def blind_answers(root: Path) -> dict[str, str]:
 
 def shown_at(scene: dict, frames: int) -> bool:
     """Whether `frames` uniformly sampled frames of the clip in scenes.json show its events (synth.long.shows)."""
-    from ..synth import long as synth_long
+    from ...synth import long as synth_long
 
     idx = synth_long.sample_indices(scene["n_frames"], frames)
     events = scene["events"]
@@ -108,7 +110,6 @@ def tally(frames: int | str, preds: dict[str, dict], erased: dict[str, dict], hi
 def evaluate_reads(qa, root: Path, erased_root: Path, runs: Path, model: str, split: str,
                    counts: tuple[int | str, ...] = FRAME_COUNTS) -> list[ReadsRow]:
     """Run (or resume) each frame count on the clips and, for event questions, on the erased clips."""
-    from .long import Row, resolve_frames, run_row
 
     ds = load_dataset("msvd", root)
     ds_erased = load_dataset("msvd", erased_root)

@@ -1,0 +1,39 @@
+"""How many frames and which R a question gets: the user's fixed choice, or the adaptive policy's decision.
+`prepare`, the Ray actor, the web chat and the command line all plan through here, so they agree."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from .adaptive import AdaptivePolicy, Decision, decide
+from .base import ModelDims
+from .budget import ANSWER_RESERVE, only_kept_count
+from .config import PruneConfig
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Frames to sample and R for one question; `decision` says why, when the adaptive policy chose them."""
+
+    frames: int
+    r: float
+    decision: Decision | None = None
+
+
+def plan(dims: ModelDims, cfg: PruneConfig, n_text: int, duration_s: float | None, frames: int | None,
+         max_new: int, free_bytes: Callable[[], int] | int, policy: AdaptivePolicy, share: int = 1) -> Plan:
+    """Frames and R for one question with `n_text` prompt tokens about a clip of `duration_s` seconds.
+
+    With R=auto both come from the clip's length, the prompt and the free memory (`free_bytes`: bytes, or a
+    function reading them; `share`: requests of one batch planned together, each with that part of it).
+    Planning assumes at most ANSWER_RESERVE tokens of answer room; the answer may run on to the context's
+    end. The caller then checks the frames it samples with `check_context`."""
+    reserve = min(max_new, ANSWER_RESERVE)
+    if cfg.adaptive:
+        free = free_bytes() if callable(free_bytes) else free_bytes
+        decision = decide(duration_s, dims, n_text, free, k=cfg.layer or 0, frames=frames,
+                          policy=replace(policy, new_tokens=reserve), share=share,
+                          renumbered=only_kept_count(cfg))
+        return Plan(decision.frames, decision.r, decision)
+    return Plan(frames or policy.base_frames, 0.0 if cfg.layer is None else float(cfg.r))
