@@ -8,10 +8,10 @@ import uuid
 from pathlib import Path
 
 from videoqa.errors import InputError
-from videoqa.model_card import SAMPLERS
 from videoqa.pruning import REGISTRY, Ratio
 from videoqa.pruning import parse_r as parse_ratio
 from videoqa.pruning.adaptive import max_frames_for_context
+from videoqa.video.samplers import check_sampler
 
 
 def parse_r(text: str | float | None) -> Ratio:
@@ -46,9 +46,7 @@ def parse_sampler(value: str | None, default: str) -> str:
     an InputError naming it (the control accepts typed values, so the chat says what is wrong)."""
     if value is None or not str(value).strip():
         return default
-    if value not in SAMPLERS:
-        raise InputError(f"unknown frame sampler {value!r}; choose {' or '.join(SAMPLERS)}")
-    return value
+    return check_sampler(value)
 
 
 def gallery_files(images: list, out_dir: Path) -> list[tuple[str, str]]:

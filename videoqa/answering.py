@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from .answer import Answer, Stats
-from .pruning import KeptTokens
+from .pruning import KeptTokens, ModelDims
 from .pruning.flops import estimate_flops
 from .request import Request
 
@@ -63,7 +63,18 @@ class BatchRun:
     t_end: float  # the clock when decoding ended
 
 
-def assemble(qa, requests: list[Request], run: BatchRun, new_ids: list[list[int]]) -> list[Answer]:
+@dataclass(frozen=True)
+class Setting:
+    """What every answer of a pipeline reports besides its own figures."""
+
+    tokenizer: object  # decodes the answer's ids
+    dims: ModelDims  # the model's, for FLOPs
+    device: str
+    dtype: str  # "float32", "bfloat16", ...
+    prompt: str  # the prompt template's name
+
+
+def assemble(setting: Setting, requests: list[Request], run: BatchRun, new_ids: list[list[int]]) -> list[Answer]:
     """Text, kept tokens, stats and FLOPs of each sample, from the requests and what the LLM did."""
     peak, kind = run.peak
     n = max(len(req.ids) for req in requests)
@@ -87,11 +98,11 @@ def assemble(qa, requests: list[Request], run: BatchRun, new_ids: list[list[int]
             t_total=run.t_end - req.t_start,
             tokens_per_s=len(new_ids[i]) / run.t_generate if run.t_generate > 0 else 0.0,
             peak_memory_bytes=peak, peak_memory_kind=kind, cache_bytes=run.cache_bytes // len(requests),
-            encode_cached=req.encode_cached, device=str(qa.device), dtype=str(qa.dtype).removeprefix("torch."),
+            encode_cached=req.encode_cached, device=setting.device, dtype=setting.dtype,
             history_dropped=req.history_dropped,
         )
-        flops = estimate_flops(qa.dims, len(req.ids) - len(req.visual), n_vis, len(kept_idx), req.cfg.layer)
-        text = qa.processor.tokenizer.decode(new_ids[i], skip_special_tokens=True).strip()
+        flops = estimate_flops(setting.dims, len(req.ids) - len(req.visual), n_vis, len(kept_idx), req.cfg.layer)
+        text = setting.tokenizer.decode(new_ids[i], skip_special_tokens=True).strip()
         answers.append(Answer(text=text, question=req.question, clip=req.clip, kept=kept, decision=req.plan.decision,
-                              stats=stats, flops=flops, prune=req.cfg, prompt=qa.prompt))
+                              stats=stats, flops=flops, prune=req.cfg, prompt=setting.prompt))
     return answers

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ModelLoadError
+from .video.samplers import SAMPLERS
 
 CARD_FILE = "videoqa.json"
 CONVERSATIONS = ("plain", "official")
@@ -47,7 +48,6 @@ class ModelCard:
 _TYPES = {"conversation": (str,), "policy": (dict,)}
 POLICY_TYPES = {"frames": (int,), "k": (int,), "r": (int, float), "seconds_per_frame": (int, float),
                 "budget_exponent": (int, float), "r_max": (int, float), "sampler": (str,), "note": (str,)}
-SAMPLERS = ("uniform", "content")  # frame samplers (videoqa/video/sample.py; content: video/changes.py)
 
 
 def _check_fields(data: dict, types: dict, where: str, prefix: str = "") -> None:

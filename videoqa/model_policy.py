@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .model_card import SAMPLERS, ModelCard
+from .model_card import ModelCard
 from .pruning import REGISTRY
 from .pruning.adaptive import AdaptivePolicy
+from .video.samplers import SAMPLERS
 
 _BASE = AdaptivePolicy()  # the values live there (and K in FastV's option declaration); here, why
 # card field -> (default, why it is the default)

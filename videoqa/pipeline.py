@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ import torch
 
 from . import llm
 from .answer import Answer
-from .answering import BatchRun, TextDelta, assemble, stream_text
+from .answering import BatchRun, Setting, TextDelta, assemble, stream_text
 from .errors import InputError
 from .measure import Clock, PeakMemory, device_clock, free_memory_bytes
 from .model import LoadedModel, load_model
@@ -29,7 +30,7 @@ from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, check_context, fits_
 from .pruning.planner import Plan, plan
 from .request import Collated, Request, collate
 from .video import Clip, probe_video, sample_frames
-from .video.sample import SAMPLERS
+from .video.samplers import check_sampler
 from .vision import LRU, encode_frames, frames_hash
 
 __all__ = ["ANSWER_RESERVE", "CACHE_SIZE", "DEFAULT_FRAMES", "Collated", "EncodedVideo", "Request", "TextDelta",
@@ -66,7 +67,7 @@ class VideoQA:
         # keep_others: the web page's first settings may hold another method's options (see cli/options.py)
         self.prune = self._with_model_k(prune or PruneConfig()).validate(self.dims.n_layers, keep_others=True)
         self.frames = frames
-        self.sampler = self._check_sampler(sampler or self.model_policy.sampler)  # None: the model card's
+        self.sampler = check_sampler(sampler or self.model_policy.sampler)  # None: the model card's
         self.max_new_tokens = max_new_tokens
         prompt = prompt or loaded.card.conversation  # None: the conversation the model was trained on
         if prompt not in self.family.templates:
@@ -100,19 +101,13 @@ class VideoQA:
 
     # -- the stages before the LLM ------------------------------------------------------------------
 
-    @staticmethod
-    def _check_sampler(sampler: str) -> str:
-        if sampler not in SAMPLERS:
-            raise InputError(f"unknown frame sampler {sampler!r}; choose {' or '.join(SAMPLERS)}")
-        return sampler
-
     def sample(self, video: str | Path | Clip, num_frames: int, sampler: str | None = None,
                cancel: Callable[[], bool] | None = None) -> tuple[Clip, float]:
         """Frames of `video` (decoded once per file version, frame count and sampler; default: the pipeline's);
         `cancel`: see `stream`."""
         if isinstance(video, Clip):
             return video, 0.0
-        sampler = self._check_sampler(sampler or self.sampler)
+        sampler = check_sampler(sampler or self.sampler)
         t0 = self.clock()
         path = Path(video)
         try:
@@ -248,7 +243,9 @@ class VideoQA:
     # -- the LLM ------------------------------------------------------------------------------------
 
     def collate(self, requests: list[Request]) -> Collated:
-        return collate(self.model, requests, self.device, self.dtype, self.visual_token_id)
+        batch = collate(self.model, requests, self.device, self.dtype, self.visual_token_id)
+        positions = self.family.positions(self.model, batch, requests)  # None: 1-D RoPE, as collated
+        return batch if positions is None else replace(batch, position_ids=positions)
 
     def prefill(self, requests: list[Request], batch: Collated) -> llm.PrefillResult:
         """Run the prompts through the LLM; a method acting inside it (FastV) ranks and prunes each sample."""
@@ -291,7 +288,9 @@ class VideoQA:
                        visual_offsets=state.visual_offsets, t_rank=state.t_rank,
                        cache_bytes=llm.cache_bytes(state.cache), t_prefill=t_prefill, t_generate=t_generate,
                        peak=peak, t_end=self.clock())
-        return assemble(self, requests, run, new_ids)
+        setting = Setting(self.processor.tokenizer, self.dims, str(self.device),
+                          str(self.dtype).removeprefix("torch."), self.prompt)
+        return assemble(setting, requests, run, new_ids)
 
     # -- public API ---------------------------------------------------------------------------------
 

@@ -54,7 +54,8 @@ class Collated:
     embeds: Tensor  # [B, n, d] token embeddings with the visual features in the video-token slots
     attention_mask: Tensor  # [B, n] 1 = real token, 0 = padding
     visual_mask: Tensor  # [B, n] True = visual token
-    position_ids: Tensor  # [B, n] RoPE positions
+    position_ids: Tensor  # [B, n] RoPE positions, or [3, B, n] M-RoPE ones (a family's `positions`)
+    ids: Tensor  # [B, n] the prompt ids (padding: 0), for a family whose positions depend on them
 
 
 def embed(model, ids: Tensor, visual: Tensor, visual_token_id: int) -> tuple[Tensor, Tensor]:
@@ -94,11 +95,13 @@ def collate(model, requests: list[Request], device: torch.device, dtype: torch.d
         attention_mask=torch.zeros(b, n, dtype=torch.long, device=device),
         visual_mask=torch.zeros(b, n, dtype=torch.bool, device=device),
         position_ids=torch.zeros(b, n, dtype=torch.long, device=device),
+        ids=torch.zeros(b, n, dtype=torch.long, device=device),
     )
     for i, req in enumerate(requests):
         e, v = embed(model, req.ids[None], req.visual, visual_token_id)
         start = n - len(req.ids)
         batch.embeds[i, start:], batch.visual_mask[i, start:] = e[0], v[0]
         batch.attention_mask[i, start:] = 1
+        batch.ids[i, start:] = req.ids
         batch.position_ids[i, start:] = positions(req, v[0])
     return batch

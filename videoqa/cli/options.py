@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 
 from ..errors import InputError, ModelLoadError
 from ..model import resolve_model
-from ..model_card import SAMPLERS, ModelCard, read_card
+from ..model_card import ModelCard, read_card
 from ..model_policy import model_policy
 from ..pruning import AUTO, REGISTRY, PruneConfig, parse_r
+from ..video.samplers import SAMPLERS
 
 if TYPE_CHECKING:
     from ..batch.run import Produce

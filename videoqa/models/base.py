@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import torch
 
     from ..pruning import EncodedVideo, ModelDims
+    from ..request import Collated, Request
 
 
 class Family:
@@ -73,10 +74,11 @@ class Family:
         raises Cancelled when the user stopped; call it before each expensive step."""
         raise NotImplementedError
 
-    def positions(self, model, ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor | None:
-        """Position ids for a left-padded batch of prompt ids [B, n]: None for plain 1-D RoPE over real tokens
-        (the pipeline computes those, with the gaps pruning leaves); a family with M-RoPE returns its model's
-        own [3, B, n] ids (`get_rope_index`); the prefill slices them along the last dim."""
+    def positions(self, model, batch: Collated, requests: list[Request]) -> torch.Tensor | None:
+        """Position ids of a collated, left-padded batch (`batch.ids`, `batch.attention_mask`; each request's
+        layout and kept tokens): None for plain 1-D RoPE (the pipeline's, with the gaps a positions rule
+        leaves); a family with M-RoPE returns its model's own [3, B, n] ids (`get_rope_index`). The prefill
+        slices them along the last dim when it prunes."""
         return None
 
     # -- sizes --------------------------------------------------------------------------------------

@@ -10,12 +10,12 @@ from pathlib import Path
 import av
 
 from videoqa.errors import Cancelled, InputError, VideoError
-from videoqa.model_card import SAMPLERS  # the one list: a model card names its default sampler from it
 from videoqa.video.changes import ChangeScan, content_indices, scan_changes
 from videoqa.video.clip import Clip, Pick, frame_indices
 from videoqa.video.decord_backend import _sample_decord
 from videoqa.video.probe import _BackendFailed
 from videoqa.video.pyav import _sample_pyav
+from videoqa.video.samplers import check_sampler
 
 BACKENDS = ("auto", "pyav", "decord")
 
@@ -58,8 +58,7 @@ def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto", 
     """
     if backend not in BACKENDS:
         raise InputError(f"unknown video backend {backend!r} (choose from {', '.join(BACKENDS)})")
-    if sampler not in SAMPLERS:
-        raise InputError(f"unknown frame sampler {sampler!r} (choose from {', '.join(SAMPLERS)})")
+    check_sampler(sampler)
     if not isinstance(num_frames, int) or num_frames < 1:
         raise InputError(f"num_frames must be a positive integer, got {num_frames!r}")
     path = Path(path)
