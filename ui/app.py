@@ -20,12 +20,14 @@ import gradio as gr
 
 from videoqa.model import packaged_path
 from videoqa.pruning import REGISTRY
+from videoqa.video.samplers import SAMPLERS
 
-from .actions import ANSWER, ChatActions
-from .controls import SAMPLER_INFO, SAMPLERS, frames_that_fit, k_range, parse_r
+from .actions import ChatActions
+from .controls import SAMPLER_INFO, frames_that_fit, k_range, parse_r
 from .media import VIDEO_EXTENSIONS, list_examples, list_samples, sweep_cache
 from .model_info import ModelInfo, describe
 from .session import ChatSession
+from .streams import ANSWER
 from .style import CSS, SEEK_ON_CLICK, SHOW_QUESTION_BOX
 
 __all__ = ["CSS", "DEFAULT_SAMPLES", "build_app", "launch", "list_samples", "parse_r", "sweep_cache"]

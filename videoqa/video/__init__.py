@@ -51,7 +51,8 @@ from videoqa.video.changes import ChangeScan, scan_changes
 from videoqa.video.clip import Clip, frame_indices
 from videoqa.video.decord_backend import DECORD_TIMEOUT_S
 from videoqa.video.probe import VideoInfo, check_file, probe_video
-from videoqa.video.sample import BACKENDS, SAMPLERS, sample_frames
+from videoqa.video.sample import BACKENDS, sample_frames
+from videoqa.video.samplers import SAMPLERS, check_sampler
 
-__all__ = ["BACKENDS", "DECORD_TIMEOUT_S", "SAMPLERS", "ChangeScan", "Clip", "VideoInfo", "check_file",
+__all__ = ["BACKENDS", "DECORD_TIMEOUT_S", "SAMPLERS", "ChangeScan", "Clip", "VideoInfo", "check_file", "check_sampler",
            "frame_indices", "probe_video", "sample_frames", "scan_changes"]

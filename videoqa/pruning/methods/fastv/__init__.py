@@ -1,5 +1,5 @@
 """FastV (arXiv 2403.06764): rank the visual tokens by the attention the prompt pays them at layer K-1 and
-keep the best inside the LLM; layers < K see every token. The ranking itself: videoqa/pruning/fastv.py."""
+keep the best inside the LLM; layers < K see every token. The ranking itself: algorithm.py beside this file."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """FastVID (arXiv 2503.11187): segment the clip, keep salient tokens and merge the rest into density peaks,
-before the LLM. The algorithm itself: videoqa/pruning/fastvid.py."""
+before the LLM. The algorithm itself: algorithm.py beside this file."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """VisPruner (arXiv 2412.01818): keep the tokens the vision tower's [CLS] attends to most, then diverse ones,
-before the LLM. The selection itself: videoqa/pruning/vispruner.py."""
+before the LLM. The selection itself: algorithm.py beside this file."""
 
 from __future__ import annotations
 
