@@ -21,8 +21,6 @@ from videoqa.ui.app import DEFAULT_SAMPLES, build_app, launch
 
 from videoqa.pruning import REGISTRY, PruneConfig
 
-pytestmark = pytest.mark.slow  # seconds each: `make test-fast` leaves them out
-
 METHODS = REGISTRY.names()
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -42,6 +40,7 @@ PHONE = {"width": 390, "height": 844}
 FASTV = PruneConfig("fastv", 2, 0.5)  # the tiny_qa default, what the page's controls start with
 
 pytestmark = [
+    pytest.mark.slow,  # seconds each: `make test-fast` leaves them out
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)"),
 ]

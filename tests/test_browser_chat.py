@@ -7,12 +7,11 @@ import pytest
 import test_browser as tb
 from test_browser import CHROMIUM, ask, first_token_shown, rows, sync_api, upload
 
-pytestmark = pytest.mark.slow  # seconds each: `make test-fast` leaves them out
-
 # test_browser's fixtures: its server (answers held on request), browser and a fresh tab per test
 held, clips, server, browser, desktop, page = tb.held, tb.clips, tb.server, tb.browser, tb.desktop, tb.page
 
 pytestmark = [
+    pytest.mark.slow,  # seconds each: `make test-fast` leaves them out
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)"),
 ]

@@ -12,9 +12,8 @@ from helpers.clipgen import write_clip
 from test_browser import CHROMIUM, PHONE, ask, open_page, rows, upload
 from videoqa.ui.app import DEFAULT_SAMPLES, build_app, launch
 
-pytestmark = pytest.mark.slow  # seconds each: `make test-fast` leaves them out
-
 pytestmark = [
+    pytest.mark.slow,  # seconds each: `make test-fast` leaves them out
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)"),
 ]

@@ -194,8 +194,8 @@ def test_generate_yields_text_deltas_and_returns_the_answers(tiny_qa, clip_path)
 def test_named_models_are_found_in_the_installed_package(monkeypatch):
     demo = resolve_model("demo")
     assert demo == str(packaged_path("demo-model")) and (packaged_path("demo-model") / "config.json").is_file()
-    monkeypatch.setitem(NAMED_MODELS, "unbuilt", ("no-such-model", "samples/train_unbuilt.py"))
-    with pytest.raises(ModelLoadError, match="python samples/train_unbuilt.py"):
+    monkeypatch.setitem(NAMED_MODELS, "unbuilt", ("no-such-model", "bash scripts/train_unbuilt.sh"))
+    with pytest.raises(ModelLoadError, match="build it with `bash scripts/train_unbuilt.sh`"):
         resolve_model("unbuilt")
     assert resolve_model("org/some-model") == "org/some-model"  # a hub id passes through
 

@@ -16,6 +16,7 @@ import pytest
 from conftest import free_port
 from helpers.ray_cluster import Cluster
 
+pytestmark = pytest.mark.slow  # seconds each: `make test-fast` leaves them out
 pytest.importorskip("ray")
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,8 +61,6 @@ def driver(code: str, home: Path, **env: str) -> tuple[subprocess.CompletedProce
 
 JOIN = """import sys
 from videoqa.cli import main
-
-pytestmark = pytest.mark.slow  # seconds each: `make test-fast` leaves them out
 sys.exit(main(["batch", "samples/clips", "--question", "q", "--out", {out!r},
                "--backend", "ray", "--ray-address", {address!r}, "--no-progress"]))"""
 

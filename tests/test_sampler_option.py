@@ -17,10 +17,10 @@ from videoqa.batch.store import read_records
 from videoqa.batch.worklist import WorkItem, answer_options, fingerprint
 from videoqa.cli import main
 from videoqa.errors import InputError
-from videoqa.model_card import CARD_FILE, SAMPLERS
+from videoqa.model_card import CARD_FILE
 from videoqa.pipeline import VideoQA
 from videoqa.pruning import PruneConfig
-from videoqa.video import sample
+from videoqa.video import SAMPLERS
 from videoqa.video import sample_frames as decode
 
 
@@ -32,8 +32,21 @@ def event_clip(tmp_path_factory):
     return path
 
 
-def test_the_card_lists_the_decoders_samplers():
-    assert SAMPLERS == sample.SAMPLERS
+def test_the_card_and_the_command_line_take_the_decoders_samplers(tmp_path, event_clip):
+    """Every sampler the card and `--sampler` accept, the decoder runs; a card naming another is refused."""
+    from videoqa.cli import build_parser
+    from videoqa.model_card import read_card
+
+    sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    choices = next(a.choices for a in sub.choices["ask"]._actions if "--sampler" in a.option_strings)
+    assert tuple(choices) == SAMPLERS
+    for name in SAMPLERS:
+        assert decode(event_clip, 4, sampler=name).sampler == name
+        (tmp_path / CARD_FILE).write_text(json.dumps({"policy": {"sampler": name}}))
+        assert read_card(tmp_path).policy["sampler"] == name
+    (tmp_path / CARD_FILE).write_text(json.dumps({"policy": {"sampler": "scenes"}}))
+    with pytest.raises(Exception, match="sampler"):
+        read_card(tmp_path)
 
 
 def test_pipeline_and_call_choose_the_sampler(tiny_model_dir, event_clip):

@@ -22,8 +22,6 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-pytestmark = pytest.mark.slow  # seconds each: `make test-fast` leaves them out
-
 pytestmark = pytest.mark.slow  # a wheel build and two fresh processes: ~30 s on 2 cores
 
 SOURCES = ("videoqa", "ui", "samples")
