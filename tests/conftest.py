@@ -43,6 +43,7 @@ SLOW_TESTS = {  # test functions, every parametrization
     "test_static_decode_stops_on_any_eos_id",
     "test_static_steps_equal_eager_steps",
     "test_static_steps_equal_eager_steps_with_eager_attention",
+    "test_the_synthetic_set_is_videomme_with_uniform_letters",
 }
 
 
