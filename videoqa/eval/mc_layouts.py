@@ -90,6 +90,14 @@ def subtitles_at_frames(srt: Path, video: Path | None, frames: int) -> str:
     return "\n".join(t for s, e, t in cues if any(s <= x < e for x in times))
 
 
+def videomme_prompt(question: str, listing: str, subtitles: str | None = None) -> str:
+    """Video-MME's prompt: the instruction, the question, its 'A. ...' lines, "The best answer is:"; with
+    subtitles (None: without), they come first and the instruction names them."""
+    if subtitles is None:
+        return f"{VIDEOMME_PROMPT}\n{question}\n{listing}\nThe best answer is:"
+    return f"{VIDEOMME_SUBS_HEAD}{subtitles}\n{VIDEOMME_PROMPT_SUBS}\n{question}\n{listing}\nThe best answer is:"
+
+
 def load_videomme(root: Path, split: str | None, subtitles: bool = False, frames: int = 8) -> Loaded:
     """lmms-eval/Video-MME: videomme/test-*.parquet (or the rows as .json/.jsonl), data/{videoID}.mp4,
     subtitle/{videoID}.srt. split: short / medium / long (default: all)."""
@@ -107,12 +115,11 @@ def load_videomme(root: Path, split: str | None, subtitles: bool = False, frames
         question = str(field(r, "question", path, i))
         listing = "\n".join(str(o) for o in options)
         video = find(videos, vid)
+        subs_text = None
         if subtitles:
             srt = subs.get(f"{vid}.srt")
-            text = subtitles_at_frames(srt, video, frames) if srt else "No subtitles available"
-            prompt = f"{VIDEOMME_SUBS_HEAD}{text}\n{VIDEOMME_PROMPT_SUBS}\n{question}\n{listing}\nThe best answer is:"
-        else:
-            prompt = f"{VIDEOMME_PROMPT}\n{question}\n{listing}\nThe best answer is:"
+            subs_text = subtitles_at_frames(srt, video, frames) if srt else "No subtitles available"
+        prompt = videomme_prompt(question, listing, subs_text)
         items.append(MCItem(
             question_id=str(field(r, "question_id", path, i)), video_name=vid, video=video, question=question,
             options=[strip_letter(str(o), k) for k, o in enumerate(options)],
