@@ -30,13 +30,20 @@ def default_out(args: argparse.Namespace, prune: PruneConfig) -> Path:
     return Path("runs") / f"{args.dataset}-{prune.method}{k}-r{prune.r}{pos}"
 
 
+def answer_length(args: argparse.Namespace) -> int:
+    """--max-new-tokens, or the dataset's protocol: 1024 for the judged sets (Video-LLaVA's
+    run_inference_video_qa.py), lmms-eval's generation_kwargs for a multiple-choice one (16; LongVideoBench 32)."""
+    if args.max_new_tokens is not None:
+        return args.max_new_tokens
+    return MC_BENCHMARKS[args.dataset].max_new_tokens if args.dataset in MC_BENCHMARKS else 1024
+
+
 def run_eval_command(args: argparse.Namespace) -> int:
     if args.dataset in MC_BENCHMARKS:
         return run_mc_command(args)
     if args.split is not None or args.subtitles:
         raise InputError(f"--split and --subtitles apply to the multiple-choice sets, not {args.dataset}")
-    if args.max_new_tokens is None:
-        args.max_new_tokens = 1024  # the official protocol's answer length (run_inference_video_qa.py)
+    args.max_new_tokens = answer_length(args)
     ds = load_dataset(args.dataset, args.root, limit=args.limit, seed=args.subset_seed)
     judge = make_judge(
         args.judge,
@@ -72,9 +79,7 @@ def run_mc_command(args: argparse.Namespace) -> int:
     """A multiple-choice benchmark: predicted by the same batch run, scored by the option letter (no judge)."""
     from ..eval.mc_run import check_scored, format_mc_result, load_mc_dataset, run_mc_eval
 
-    bench = MC_BENCHMARKS[args.dataset]
-    if args.max_new_tokens is None:
-        args.max_new_tokens = bench.max_new_tokens  # lmms-eval's generation_kwargs for the task
+    args.max_new_tokens = answer_length(args)
     spec = model_spec_from_args(args)
     ds = load_mc_dataset(args.dataset, args.root, args.split, args.subtitles, args.frames or 8, args.limit,
                          args.subset_seed)

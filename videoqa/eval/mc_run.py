@@ -18,15 +18,15 @@ import json
 from pathlib import Path
 
 from ..batch.lock import exclusive
-from ..batch.run import Produce, run_batch
-from ..batch.store import latest_by_key, read_records, replace_file
+from ..batch.run import Produce
+from ..batch.store import replace_file
 from ..batch.worklist import WorkItem
 from ..errors import IncompleteError, InputError
 from .choice import LETTERS, MCDataset, Scored, extract_choice, score
 from .datasets import MISSING_WARN_FRACTION, select
 from .mc_layouts import MC_BENCHMARKS
 from .protocol import OFFICIAL_DIR, write_audit
-from .run import check_config, num, pct, prepare_run_folder, run_options, token_means, tokens_line
+from .run import num, pct, predict, prepare_run_folder, run_options, token_means, tokens_line
 
 
 def load_mc_dataset(name: str, root: str | Path, split: str | None = None, subtitles: bool = False,
@@ -135,12 +135,7 @@ def run_mc_eval(ds: MCDataset, out: str | Path, produce: Produce, config: dict, 
     out = Path(out)
     prepare_run_folder(out)
     with exclusive(out, wait=wait, lock=out / "run.lock"):
-        check_config(out, config)
-        replace_file(out / "missing_videos.txt",
-                     "".join(f"{it.question_id}\t{it.video_name}\n" for it in ds.missing).encode())
-        pred_path = out / "predictions.jsonl"
-        batch = run_batch(_work(ds), pred_path, produce, retry_errors=retry_errors, progress=progress, wait=wait)
-        predictions = latest_by_key(read_records(pred_path))
+        batch, predictions = predict(out, config, ds.missing, _work(ds), produce, retry_errors, progress, wait)
         audit = audit_rows(ds, predictions)
         write_audit(out / "audit.jsonl", audit)
         exported = write_export(ds, audit, out / OFFICIAL_DIR)

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..batch.lock import exclusive
-from ..batch.run import Produce, run_batch
+from ..batch.run import BatchSummary, Produce, run_batch
 from ..batch.store import latest_by_key, read_records, replace_file
 from ..batch.worklist import WorkItem, prune_key
 from ..errors import IncompleteError, InputError
@@ -161,14 +161,21 @@ def run_eval(
                            wait)
 
 
-def _run_locked(ds: QADataset, out: Path, produce: Produce, judge, config: dict, retry_errors: bool,
-                judge_cache: str | Path | None, judge_workers: int, progress: bool, wait: bool) -> dict:
+def predict(out: Path, config: dict, missing: list, items: list[WorkItem], produce: Produce, retry_errors: bool,
+            progress: bool, wait: bool) -> tuple[BatchSummary, dict[str, dict]]:
+    """The prediction half of an eval run, inside its lock: check the options against the folder's, list the
+    missing videos, run the batch (resumable) and return its summary and the latest record per key."""
     check_config(out, config)
     replace_file(out / "missing_videos.txt",
-                 "".join(f"{it.question_id}\t{it.video_name}\n" for it in ds.missing).encode())
+                 "".join(f"{it.question_id}\t{it.video_name}\n" for it in missing).encode())
     pred_path = out / "predictions.jsonl"
-    batch = run_batch(work_items(ds), pred_path, produce, retry_errors=retry_errors, progress=progress, wait=wait)
-    predictions = latest_by_key(read_records(pred_path))
+    batch = run_batch(items, pred_path, produce, retry_errors=retry_errors, progress=progress, wait=wait)
+    return batch, latest_by_key(read_records(pred_path))
+
+
+def _run_locked(ds: QADataset, out: Path, produce: Produce, judge, config: dict, retry_errors: bool,
+                judge_cache: str | Path | None, judge_workers: int, progress: bool, wait: bool) -> dict:
+    batch, predictions = predict(out, config, ds.missing, work_items(ds), produce, retry_errors, progress, wait)
     answers = {it.question_id: it for it in ds.present}
     requests = [
         JudgeRequest(
