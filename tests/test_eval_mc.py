@@ -356,3 +356,34 @@ def test_the_synthetic_set_is_videomme_with_uniform_letters(tmp_path):
         truth = getattr(scenes[it.video_name], kind[it.categories["task_type"]])
         assert it.options["ABCD".index(it.answer)] == truth and len(set(it.options)) == 4
     assert Counter(it.answer for it in ds.items).most_common(1)[0][1] <= 6
+
+
+def test_lmms_eval_row_forms_parquet_and_option_columns(tmp_path):
+    """The Hugging Face copies lmms-eval reads: Video-MME as Parquet, LongVideoBench with option0..option4 ("N/A"
+    for an absent option), EgoSchema with video_idx / option / answer."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    make_videomme(tmp_path / "v")
+    rows = json.loads((tmp_path / "v" / "videomme" / "test.json").read_text())
+    (tmp_path / "v" / "videomme" / "test.json").unlink()
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "v" / "videomme" / "test-00000-of-00001.parquet")
+    ds = load_mc_dataset("videomme", tmp_path / "v")
+    assert [it.answer for it in ds.items] == [r["answer"] for r in rows] and len(ds.present) == 4
+
+    make_longvideobench(tmp_path / "l")
+    rows = json.loads((tmp_path / "l" / "lvb_val.json").read_text())
+    for r in rows:
+        cands = r.pop("candidates")
+        r.update({f"option{k}": cands[k] if k < len(cands) else "N/A" for k in range(5)})
+    (tmp_path / "l" / "lvb_val.json").write_text(json.dumps(rows))
+    items = load_mc_dataset("longvideobench", tmp_path / "l").items
+    assert [it.options for it in items] == [opts for _, opts, _, _ in QUESTIONS]
+
+    (tmp_path / "e").mkdir()
+    rows = [{"video_idx": "v0-0", "question": "Why?", "option": ["A. walk", "B. run", "C. sit", "D. jump", "E. fly"],
+             "answer": "3", "question_idx": 0}]
+    (tmp_path / "e" / "Subset").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "e" / "Subset" / "test-00000-of-00001.parquet")
+    (it,) = load_mc_dataset("egoschema", tmp_path / "e").items
+    assert (it.options, it.answer, it.video) == (["walk", "run", "sit", "jump", "fly"], "D", None)

@@ -26,7 +26,7 @@ from .choice import LETTERS, MCDataset, Scored, extract_choice, score
 from .datasets import MISSING_WARN_FRACTION, select
 from .mc_layouts import MC_BENCHMARKS
 from .protocol import OFFICIAL_DIR, write_audit
-from .run import num, pct, predict, prepare_run_folder, run_options, token_means, tokens_line
+from .run import pct, predict, prepare_run_folder, run_options, token_means, tokens_line
 
 
 def load_mc_dataset(name: str, root: str | Path, split: str | None = None, subtitles: bool = False,
@@ -185,7 +185,8 @@ def format_mc_result(r: dict, missing: list[str] | None = None) -> str:
         + (f", per category {pct(b['letter_baseline_per_category'])}"
            if b.get("letter_baseline_per_category") is not None else "")
         + f", option prior {pct(b['option_prior'])}, chance {pct(b['chance'])}",
-        f"  [prompt {r.get('prompt')}, max {r.get('max_new_tokens')} new tokens, frames {num(r.get('frames'), '{}')}]",
+        f"  [prompt {r.get('prompt')}, max {r.get('max_new_tokens')} new tokens, frames "
+        f"{r.get('frames') or 'as the model says'}]",
         tokens_line(r),
     ]
     if r.get("warning"):
