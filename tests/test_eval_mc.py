@@ -241,7 +241,7 @@ def test_exports_in_the_benchmarks_own_shapes(tmp_path):
                           {"model": "stand-in"}, progress=False)
         data = json.loads(Path(res["official"]).read_text())
         if name == "videomme":  # eval_your_results.py: videos with their questions, each with a response
-            assert [v["video_id"] for v in data] == ["000", "001", "00e"]
+            assert [(v["video_id"], v["missing"]) for v in data] == [("000", False), ("001", False), ("00e", True)]
             q = data[0]["questions"][0]
             assert q["response"] == model.reply[ds.items[0].prompt] and q["options"][0] == "A. red"
         elif name == "egoschema":  # {q_uid: option index}, -1 for no option

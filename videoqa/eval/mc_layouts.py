@@ -133,13 +133,15 @@ def load_videomme(root: Path, split: str | None, subtitles: bool = False, frames
 
 
 def export_videomme(items: list[MCItem], replies: dict[str, str]) -> tuple[str, object]:
-    """Video-MME's eval_your_results.py input: one entry per video with its questions and a `response` each."""
+    """Video-MME's eval_your_results.py input: one entry per video (`missing` when its clip was not found, which
+    that script's skip_missing leaves out) with its questions and a `response` each."""
     videos: dict[str, dict] = {}
     for it in items:
         r = it.raw
         v = videos.setdefault(it.video_name, {"video_id": r.get("video_id") or it.video_name,
                                               "duration": r.get("duration"), "domain": r.get("domain"),
-                                              "sub_category": r.get("sub_category"), "questions": []})
+                                              "sub_category": r.get("sub_category"),
+                                              "missing": it.video is None, "questions": []})
         v["questions"].append({"question_id": it.question_id, "task_type": r.get("task_type"),
                                "question": it.question, "options": r.get("options"), "answer": it.answer,
                                "response": replies.get(it.question_id, "")})
