@@ -271,6 +271,13 @@ def test_videomme_splits_and_subtitles(tmp_path):
     assert items[2].prompt.startswith("This video's subtitles are listed below: \nNo subtitles available\n")
 
 
+def test_judge_options_are_refused_for_a_multiple_choice_set(tmp_path, capsys):
+    make_videomme(tmp_path / "v")
+    code = cli_main(["eval", "--dataset", "videomme", "--root", str(tmp_path / "v"), "--judge", "gpt"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "videomme is scored by the option letter; the judge options apply to" in err, err
+
+
 @pytest.mark.parametrize("name,edit,msg", [
     ("videomme", lambda p: p.unlink(), "no videomme/test-*.parquet or"),
     ("mvbench", None, "no json/*.json here (expected the MVBench layout"),

@@ -79,6 +79,9 @@ def run_mc_command(args: argparse.Namespace) -> int:
     """A multiple-choice benchmark: predicted by the same batch run, scored by the option letter (no judge)."""
     from ..eval.mc_run import check_scored, format_mc_result, load_mc_dataset, run_mc_eval
 
+    if args.judge != "exact" or args.judge_model or args.judge_base_url or args.judge_cache:
+        raise InputError(f"{args.dataset} is scored by the option letter; the judge options apply to "
+                         f"{', '.join(sorted(DATASETS))}")
     args.max_new_tokens = answer_length(args)
     spec = model_spec_from_args(args)
     ds = load_mc_dataset(args.dataset, args.root, args.split, args.subtitles, args.frames or 8, args.limit,
