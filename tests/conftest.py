@@ -44,6 +44,7 @@ SLOW_TESTS = {  # test functions, every parametrization
     "test_static_steps_equal_eager_steps",
     "test_static_steps_equal_eager_steps_with_eager_attention",
     "test_the_synthetic_set_is_videomme_with_uniform_letters",
+    "test_the_fine_tune_sequences_ask_as_eval_asks_and_teach_the_letter",
 }
 
 

@@ -394,3 +394,36 @@ def test_lmms_eval_row_forms_parquet_and_option_columns(tmp_path):
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "e" / "Subset" / "test-00000-of-00001.parquet")
     (it,) = load_mc_dataset("egoschema", tmp_path / "e").items
     assert (it.options, it.answer, it.video) == (["walk", "run", "sit", "jump", "fly"], "D", None)
+
+
+def test_the_fine_tune_sequences_ask_as_eval_asks_and_teach_the_letter():
+    """train_demo.py --mc-share: a multiple-choice sequence is the prompt `videoqa eval --dataset videomme` builds
+    (Video-MME's, in the demo's plain conversation, tokenized as its processor does) and only the right option's
+    letter and </s> are learned."""
+    import sys
+
+    import numpy as np
+    from transformers import VideoLlavaProcessor
+
+    from videoqa.eval.mc_layouts import videomme_prompt
+    from videoqa.synth.short import make_split
+    from videoqa.tiny import EOS_ID, VIDEO_ID
+
+    repo = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(repo / "scripts"))
+    import train_demo
+
+    tok = VideoLlavaProcessor.from_pretrained(repo / "samples" / "demo-model").tokenizer
+    scene = make_split("train", 1)[0]
+    ids, weights = train_demo.build_mc_sequence(tok, scene, np.random.default_rng(3), n_video=4)
+    prompt = [i for i, w in zip(ids, weights, strict=True) if not w]
+    learned = [i for i, w in zip(ids, weights, strict=True) if w]
+    letter = tok.decode(learned[:-1]).strip()
+    assert learned[-1] == EOS_ID and letter in ("A", "B", "C", "D") and prompt.count(VIDEO_ID) == 4
+    text = tok.decode([i for i in prompt if i != VIDEO_ID][1:])  # without <s>; the video slots are one <video>
+    body = text.removeprefix("USER: \n").removesuffix(" ASSISTANT:")
+    lines = body.split("\n")
+    question, listing = lines[1], "\n".join(lines[2:6])
+    assert body == videomme_prompt(question, listing)
+    options = [line[3:] for line in lines[2:6]]
+    assert options["ABCD".index(letter)] in (scene.colour, scene.shape, scene.direction) and len(set(options)) == 4
