@@ -70,6 +70,7 @@ class TrainArgs:
     turns: int = 3  # most questions in one conversation; past 3 the clip's questions are asked again, any order
     tower_weight: float = 0.0  # weight of the tower's per-patch and [CLS] targets (scripts/long_tower.py); 0 = off
     chat_clips: int = 0  # held-out clips of 30-turn chats (FastV R=auto), added to checkpoint selection; 0 = off
+    mc_share: float = 0.0  # share of sequences that are one multiple-choice question answered by its letter
 
 
 def make_spec(a: TrainArgs) -> TinySpec:
@@ -160,6 +161,18 @@ def build_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: i
         qas = [synth.questions(scene, rng)[int(rng.integers(3))] for _ in range(int(rng.integers(1, turns + 1)))]
     return pack_turns(tok, [(q, a, dir_weight if qtype == "direction" else 1.0) for q, a, qtype in qas],
                       n_video, context)
+
+
+def build_mc_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: int):
+    """One of the clip's questions as `videoqa eval --dataset videomme` asks it (videoqa.synth.mc's four options,
+    Video-MME's prompt), answered by the right option's letter."""
+    from videoqa.eval.mc_layouts import videomme_prompt
+    from videoqa.synth.mc import options_for
+
+    question, answer, kind = synth.questions(scene, rng)[int(rng.integers(3))]
+    options, letter = options_for(answer, kind, rng)
+    listing = "\n".join(f"{L}. {o}" for L, o in zip("ABCD", options, strict=True))
+    return pack_turns(tok, [(videomme_prompt(question, listing), letter, 1.0)], n_video)
 
 
 def collate(seqs: list[tuple[list[int], list[float]]]):
@@ -389,8 +402,10 @@ def main(argv: list[str] | None = None) -> int:
         for g in opt.param_groups:
             g["lr"] = lr_at(step - 1)
         idx = rng.integers(len(train), size=a.batch)
-        ids, mask, w = collate([build_sequence(tok, train[i], rng, n_video, a.dir_weight, a.turns,
-                                               config.text_config.max_position_embeddings) for i in idx])
+        ids, mask, w = collate([
+            build_mc_sequence(tok, train[i], rng, n_video) if rng.random() < a.mc_share else
+            build_sequence(tok, train[i], rng, n_video, a.dir_weight, a.turns,
+                           config.text_config.max_position_embeddings) for i in idx])
         logits = model(input_ids=ids, attention_mask=mask, pixel_values_videos=pixels[idx].float()).logits
         vocab = logits.shape[-1]
         ce = F.cross_entropy(logits[:, :-1].reshape(-1, vocab), ids[:, 1:].reshape(-1), reduction="none")

@@ -292,11 +292,16 @@ def test_eval_defaults_to_the_models_own_conversation_and_official_length(tiny_m
     """The prompt defaults to the conversation the model was trained on: official (llava_v1) for a checkpoint
     without a videoqa.json, as the real Video-LLaVA; the demo models declare plain."""
     from videoqa.cli import build_parser
+    from videoqa.cli.eval import answer_length
     from videoqa.cli.options import model_spec_from_args
 
     parse = build_parser().parse_args
     ev = parse(["eval", "--dataset", "msvd", "--root", "x"])
-    assert (ev.prompt, ev.max_new_tokens, ev.scoring) == (None, 1024, "official")
+    assert (ev.prompt, answer_length(ev), ev.scoring) == (None, 1024, "official")
+    # the multiple-choice sets take lmms-eval's lengths; a given --max-new-tokens wins everywhere
+    assert [answer_length(parse(["eval", "--dataset", d, "--root", "x"])) for d in ("videomme", "longvideobench")] \
+        == [16, 32]
+    assert answer_length(parse(["eval", "--dataset", "videomme", "--root", "x", "--max-new-tokens", "1024"])) == 1024
     bare = tmp_path / "bare"  # a checkpoint without videoqa.json, as the real Video-LLaVA
     shutil.copytree(tiny_model_dir, bare)
     (bare / "videoqa.json").unlink()

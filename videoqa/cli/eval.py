@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..errors import InputError
 from ..eval.datasets import DATASETS, load_dataset
 from ..eval.judges import make_judge
+from ..eval.mc_layouts import MC_BENCHMARKS
 from ..eval.protocol import OFFICIAL_DIR
 from ..eval.run import check_judged, format_result, run_eval
 from ..pruning import PruneConfig
@@ -28,7 +30,20 @@ def default_out(args: argparse.Namespace, prune: PruneConfig) -> Path:
     return Path("runs") / f"{args.dataset}-{prune.method}{k}-r{prune.r}{pos}"
 
 
+def answer_length(args: argparse.Namespace) -> int:
+    """--max-new-tokens, or the dataset's protocol: 1024 for the judged sets (Video-LLaVA's
+    run_inference_video_qa.py), lmms-eval's generation_kwargs for a multiple-choice one (16; LongVideoBench 32)."""
+    if args.max_new_tokens is not None:
+        return args.max_new_tokens
+    return MC_BENCHMARKS[args.dataset].max_new_tokens if args.dataset in MC_BENCHMARKS else 1024
+
+
 def run_eval_command(args: argparse.Namespace) -> int:
+    if args.dataset in MC_BENCHMARKS:
+        return run_mc_command(args)
+    if args.split is not None or args.subtitles:
+        raise InputError(f"--split and --subtitles apply to the multiple-choice sets, not {args.dataset}")
+    args.max_new_tokens = answer_length(args)
     ds = load_dataset(args.dataset, args.root, limit=args.limit, seed=args.subset_seed)
     judge = make_judge(
         args.judge,
@@ -60,11 +75,35 @@ def run_eval_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_mc_command(args: argparse.Namespace) -> int:
+    """A multiple-choice benchmark: predicted by the same batch run, scored by the option letter (no judge)."""
+    from ..eval.mc_run import check_scored, format_mc_result, load_mc_dataset, run_mc_eval
+
+    if args.judge != "exact" or args.judge_model or args.judge_base_url or args.judge_cache:
+        raise InputError(f"{args.dataset} is scored by the option letter; the judge options apply to "
+                         f"{', '.join(sorted(DATASETS))}")
+    args.max_new_tokens = answer_length(args)
+    spec = model_spec_from_args(args)
+    ds = load_mc_dataset(args.dataset, args.root, args.split, args.subtitles, args.frames or 8, args.limit,
+                         args.subset_seed)
+    config = {"dataset": args.dataset, "split": args.split, "subtitles": args.subtitles,
+              **{key: value for key, value in spec.items() if key != "device"}}
+    out = Path(args.out) if args.out else default_out(args, PruneConfig(**spec["prune"]))
+    result = run_mc_eval(ds, out, backend_from_args(args, spec), config, retry_errors=args.retry_errors,
+                         progress=not args.no_progress, wait=args.wait)
+    print(format_mc_result(result, [f"{it.question_id}:{it.video_name}" for it in ds.missing]))
+    print(f"-> {out / 'results.json'}; per question: {out / 'audit.jsonl'}"
+          + (f"; official file: {result['official']}" if result.get("official") else ""))
+    check_scored(result)
+    return 0
+
+
 def run_report(args: argparse.Namespace) -> int:
+    from ..eval.mc_report import mc_tables
     from ..eval.report import load_results, markdown_table, plot_accuracy_vs_flops
 
     results = load_results(args.runs)
-    table = markdown_table(results)
+    table = markdown_table(results) + mc_tables(results)
     print(table)
     if args.out:
         Path(args.out).write_text(table + "\n", encoding="utf-8")
@@ -74,11 +113,21 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("eval", help="evaluate on MSVD-QA / MSRVTT-QA / TGIF-QA (GPT_Zero_Shot_QA layout)",
-                       description="Predict answers for a zero-shot QA set (resumable) and judge them.")
-    p.add_argument("--dataset", required=True, choices=sorted(DATASETS))
+    p = sub.add_parser("eval", help="evaluate on MSVD-QA / MSRVTT-QA / TGIF-QA (GPT_Zero_Shot_QA layout) or a "
+                                    "multiple-choice benchmark (Video-MME, MVBench, EgoSchema, LongVideoBench, MLVU, "
+                                    "NExT-QA)",
+                       description="Predict answers for a QA set (resumable); judge them (open-ended sets) or score "
+                                   "the option letter (multiple-choice sets).")
+    p.add_argument("--dataset", required=True, choices=sorted(DATASETS) + sorted(MC_BENCHMARKS))
     p.add_argument("--root", required=True,
-                   help="the dataset folder (with test_q.json, test_a.json) or the GPT_Zero_Shot_QA folder above it")
+                   help="the dataset folder (with test_q.json, test_a.json) or the GPT_Zero_Shot_QA folder above it; "
+                        "for a multiple-choice set its own folder, as distributed (docs/evaluation.md)")
+    p.add_argument("--split", default=None,
+                   help="multiple-choice sets: videomme short/medium/long; egoschema subset (default) / full; "
+                        "longvideobench val / test; nextqa test / val; mvbench or mlvu: one task")
+    p.add_argument("--subtitles", action="store_true",
+                   help="videomme: the subtitles at the sampled frames go before the question (lmms-eval's "
+                        "videomme_w_subtitle)")
     p.add_argument("--out", help="run folder (default: runs/DATASET-METHOD[-kK]-rR); re-running resumes it")
     p.add_argument("--limit", type=non_negative_int, default=None, help="evaluate only N questions (quick runs)")
     p.add_argument("--subset-seed", type=int, default=None,
@@ -90,7 +139,8 @@ def register(sub) -> None:
     # The official protocol's answer length (Video-LLaVA's run_inference_video_qa.py); interactive commands keep
     # 64 tokens, which suit a chat and return sooner. The prompt is the model's own conversation (videoqa.json):
     # llava_v1 for Video-LLaVA, so the official protocol by default.
-    p.set_defaults(func=run_eval_command, max_new_tokens=1024)
+    # The multiple-choice sets take lmms-eval's per-task length (16; LongVideoBench 32). None: not given.
+    p.set_defaults(func=run_eval_command, max_new_tokens=None)
 
     r = sub.add_parser("report", help="markdown table and accuracy-vs-FLOPs plot of eval runs",
                        description="Summarize `videoqa eval` runs against the published FastV/VisPruner numbers.")

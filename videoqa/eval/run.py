@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..batch.lock import exclusive
-from ..batch.run import Produce, run_batch
+from ..batch.run import BatchSummary, Produce, run_batch
 from ..batch.store import latest_by_key, read_records, replace_file
 from ..batch.worklist import WorkItem, prune_key
 from ..errors import IncompleteError, InputError
@@ -88,17 +88,10 @@ def summarize(ds: QADataset, predictions: dict[str, dict], judgments: dict, judg
     preds = [predictions.get(it.question_id) for it in ds.present]
     ok = [p for p in preds if p is not None and not p.get("error")]
     judged = [j for j in judgments.values() if not j.failed]
-    prune = config.get("prune") or {}
     return {
         "dataset": ds.spec.name,
         "root": str(ds.root),
-        "model": config.get("model"),
-        "prompt": config.get("prompt"),
-        "max_new_tokens": config.get("max_new_tokens"),
-        "method": (prune.get("method") or "") + ("+pos" if prune.get("keep_positions") else "") or None,
-        "k": prune.get("k") if prune.get("method") == "fastv" else None,
-        "r": 0.0 if prune.get("method") == "none" else prune.get("r"),
-        "frames": config.get("frames"),
+        **run_options(config),
         "questions_in_file": ds.n_questions,
         "questions": len(ds.items),
         "unanswered_in_file": len(ds.unanswered),
@@ -113,6 +106,27 @@ def summarize(ds: QADataset, predictions: dict[str, dict], judgments: dict, judg
         "judge": judge.name,
         "judge_model": sorted({j.judge_model for j in judged}) or [judge.model],
         "scoring": judge.scoring,
+        **token_means(ok),
+    }
+
+
+def run_options(config: dict) -> dict:
+    """The summary fields naming what ran: model, prompt, answer length, pruning method, K, R, frames."""
+    prune = config.get("prune") or {}
+    return {
+        "model": config.get("model"),
+        "prompt": config.get("prompt"),
+        "max_new_tokens": config.get("max_new_tokens"),
+        "method": (prune.get("method") or "") + ("+pos" if prune.get("keep_positions") else "") or None,
+        "k": prune.get("k") if prune.get("method") == "fastv" else None,
+        "r": 0.0 if prune.get("method") == "none" else prune.get("r"),
+        "frames": config.get("frames"),
+    }
+
+
+def token_means(ok: list[dict]) -> dict:
+    """Means over the answered records: R chosen, visual and kept tokens, FLOPs ratio, latency; and the time."""
+    return {
         "r_mean": _mean((p.get("kept") or {}).get("r") for p in ok),
         "visual_tokens": _mean((p.get("kept") or {}).get("n_visual") for p in ok),
         "kept_tokens": _mean((p.get("kept") or {}).get("n_kept") for p in ok),
@@ -147,14 +161,21 @@ def run_eval(
                            wait)
 
 
-def _run_locked(ds: QADataset, out: Path, produce: Produce, judge, config: dict, retry_errors: bool,
-                judge_cache: str | Path | None, judge_workers: int, progress: bool, wait: bool) -> dict:
+def predict(out: Path, config: dict, missing: list, items: list[WorkItem], produce: Produce, retry_errors: bool,
+            progress: bool, wait: bool) -> tuple[BatchSummary, dict[str, dict]]:
+    """The prediction half of an eval run, inside its lock: check the options against the folder's, list the
+    missing videos, run the batch (resumable) and return its summary and the latest record per key."""
     check_config(out, config)
     replace_file(out / "missing_videos.txt",
-                 "".join(f"{it.question_id}\t{it.video_name}\n" for it in ds.missing).encode())
+                 "".join(f"{it.question_id}\t{it.video_name}\n" for it in missing).encode())
     pred_path = out / "predictions.jsonl"
-    batch = run_batch(work_items(ds), pred_path, produce, retry_errors=retry_errors, progress=progress, wait=wait)
-    predictions = latest_by_key(read_records(pred_path))
+    batch = run_batch(items, pred_path, produce, retry_errors=retry_errors, progress=progress, wait=wait)
+    return batch, latest_by_key(read_records(pred_path))
+
+
+def _run_locked(ds: QADataset, out: Path, produce: Produce, judge, config: dict, retry_errors: bool,
+                judge_cache: str | Path | None, judge_workers: int, progress: bool, wait: bool) -> dict:
+    batch, predictions = predict(out, config, ds.missing, work_items(ds), produce, retry_errors, progress, wait)
     answers = {it.question_id: it for it in ds.present}
     requests = [
         JudgeRequest(
@@ -201,13 +222,23 @@ def check_judged(r: dict) -> None:
             f"not be judged, more than the {100 * JUDGE_FAILURE_LIMIT:g}% allowed ({why}); re-run to retry them")
 
 
+def pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def num(x: float | None, f: str = "{:.2f}") -> str:
+    return "n/a" if x is None else f.format(x)
+
+
+def tokens_line(r: dict) -> str:
+    """The pruning setting of a run and what it kept, cost and took, in one line."""
+    return (f"  {r['method']} K={r['k'] if r['k'] is not None else '-'} R={r['r']} "
+            f"(mean {num(r['r_mean'])}): kept {num(r['kept_tokens'], '{:.1f}')} of "
+            f"{num(r['visual_tokens'], '{:.0f}')} "
+            f"visual tokens, FLOPs {pct(r['flops_ratio'])}, latency {num(r['latency_s'], '{:.3f}')}s")
+
+
 def format_result(r: dict, missing: list[str] | None = None) -> str:
-    def pct(x):
-        return "n/a" if x is None else f"{100 * x:.1f}%"
-
-    def num(x, f="{:.2f}"):
-        return "n/a" if x is None else f.format(x)
-
     lines = [
         f"{r['dataset']}: {r['questions']} questions ({r['questions_in_file']} in the file, "
         f"{r['unanswered_in_file']} without an answer entry)",
@@ -217,10 +248,7 @@ def format_result(r: dict, missing: list[str] | None = None) -> str:
         + (f" / {r['neither']} neither" if r.get("neither") else "")
         + f"), score {num(r['score'])} [judge {r['judge']}: {', '.join(r['judge_model'])}; "
         f"{r.get('scoring')} scoring; prompt {r.get('prompt')}, max {r.get('max_new_tokens')} new tokens]",
-        f"  {r['method']} K={r['k'] if r['k'] is not None else '-'} R={r['r']} "
-        f"(mean {num(r['r_mean'])}): kept {num(r['kept_tokens'], '{:.1f}')} of "
-        f"{num(r['visual_tokens'], '{:.0f}')} "
-        f"visual tokens, FLOPs {pct(r['flops_ratio'])}, latency {num(r['latency_s'], '{:.3f}')}s",
+        tokens_line(r),
     ]
     not_judged = r["questions"] - r["judged"]
     if not_judged:
