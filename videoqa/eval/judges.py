@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ..batch.store import write_error
 from ..errors import InputError
-from .judge_http import HTTPFailure, post_json
+from .judge_http import MAX_REPLY_BYTES, HTTPFailure, post_json
 from .scoring import SCORINGS, verdict
 
 # Video-ChatGPT's judge prompt (quantitative_evaluation/evaluate_activitynet_qa.py), byte for byte as
@@ -168,8 +168,10 @@ class GPTJudge:
         backoff_s: float = 1.0,
         max_backoff_s: float = 30.0,
         scoring: str = "official",
+        max_reply_bytes: int = MAX_REPLY_BYTES,
     ):
         self.model = model
+        self.max_reply_bytes = max_reply_bytes
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key
         self.timeout_s = timeout_s
@@ -181,6 +183,8 @@ class GPTJudge:
             raise InputError(f"the judge timeout must be a number of seconds > 0, got {timeout_s!r}")
         if not isinstance(retries, int) or retries < 0:  # -1 would send no request and count a silent failure
             raise InputError(f"judge retries must be a whole number >= 0, got {retries!r}")
+        if not isinstance(max_reply_bytes, int) or isinstance(max_reply_bytes, bool) or max_reply_bytes < 1:
+            raise InputError(f"the judge reply limit must be a whole number of bytes >= 1, got {max_reply_bytes!r}")
         self._tls = ssl.create_default_context() if self.base_url.startswith("https:") else None
 
     def __repr__(self) -> str:  # no key here, ever
@@ -199,7 +203,8 @@ class GPTJudge:
             ],
         }
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        data = post_json(self.base_url + "/chat/completions", body, headers, self.timeout_s, self._tls)
+        data = post_json(self.base_url + "/chat/completions", body, headers, self.timeout_s, self._tls,
+                         self.max_reply_bytes)
         try:
             content = data["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
@@ -356,6 +361,7 @@ def make_judge(
     backoff_s: float = 1.0,
     timeout_s: float = 60.0,
     scoring: str = "official",
+    max_reply_bytes: int = MAX_REPLY_BYTES,
 ):
     if name == "exact":
         return ExactJudge(scoring)
@@ -371,5 +377,6 @@ def make_judge(
             backoff_s=backoff_s,
             timeout_s=timeout_s,
             scoring=scoring,
+            max_reply_bytes=max_reply_bytes,
         )
     raise InputError(f"unknown judge {name!r}; choose exact or gpt")
