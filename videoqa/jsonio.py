@@ -5,8 +5,8 @@ benchmark's question file) is read with `parse_json` / `read_json`, never with a
 can still be hostile: 100,000 levels of nesting (RecursionError), an integer of 5,000 digits (ValueError from
 Python's int limit), a number out of float range (`1e400` reads as inf), `NaN` / `Infinity` (not JSON at all,
 but Python reads them). Each of these is a `JSONProblem` here, whose one line the caller prefixes with the file
-or the server it came from. What videoqa writes goes through `dumps`, which refuses NaN and infinities
-(`allow_nan=False`), so no output of ours is JSON that other readers reject.
+or the server it came from. What videoqa writes goes through `dumps`, which writes null for a NaN or an
+infinity (a number that is not one), so no output of ours is JSON that other readers reject.
 """
 
 from __future__ import annotations
@@ -69,6 +69,17 @@ def read_json(path: str | Path, error: type[Exception]) -> object:
         raise error(f"{path}: {e}") from None
 
 
+def finite(value: object) -> object:
+    """`value` with every float that is NaN or infinite (in dicts, lists, tuples) replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
 def dumps(value: object, **kwargs) -> str:
-    """`json.dumps` that refuses NaN and infinities (ValueError) instead of writing `NaN` / `Infinity`."""
-    return json.dumps(value, allow_nan=False, **kwargs)
+    """`json.dumps` of `finite(value)`: null, never `NaN` / `Infinity`, for a number that is not finite."""
+    return json.dumps(finite(value), allow_nan=False, **kwargs)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from ..jsonio import dumps
 from .options import add_model_options, add_prune_options, load_qa, model_spec_from_args
 
 
@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     qa = load_qa(args, spec)
     if args.json:
         answer = qa.ask(args.video, args.question)
-        print(json.dumps(answer.to_dict()))
+        print(dumps(answer.to_dict()))
         _warn(answer.warnings)
         return 0
     answer = None

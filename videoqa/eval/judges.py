@@ -26,8 +26,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from ..batch.store import write_error
+from ..batch.store import open_for_append, read_no_follow, write_error
 from ..errors import InputError
+from ..jsonio import JSONProblem, dumps, parse_json
 from .judge_http import MAX_REPLY_BYTES, HTTPFailure, post_json
 from .scoring import SCORINGS, verdict
 
@@ -268,12 +269,12 @@ class JudgmentCache:
         self.path = Path(path)
         self._entries: dict[str, dict] = {}
         if self.path.exists():
-            data = self.path.read_bytes()
+            data = read_no_follow(self.path)
             for line in data.decode("utf-8", "replace").splitlines():
                 try:
-                    d = json.loads(line)
+                    d = parse_json(line)
                     self._entries[d["key"]] = d
-                except (json.JSONDecodeError, KeyError, TypeError):
+                except (JSONProblem, KeyError, TypeError):
                     continue  # a line torn by a kill: that judgment is redone
             if data and not data.endswith(b"\n"):
                 self._append(b"\n")  # start the next record on a line of its own
@@ -295,13 +296,16 @@ class JudgmentCache:
             return
         d = {"key": key, **j.to_dict()}
         self._entries[key] = d
-        self._append((json.dumps(d) + "\n").encode())
+        self._append((dumps(d) + "\n").encode())
 
     def _append(self, data: bytes) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "ab") as f:
-                f.write(data)
+            fd = open_for_append(self.path)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
         except OSError as e:  # a full disk: one line; the judgments cached before are kept
             raise write_error(self.path, e) from None
 

@@ -16,10 +16,11 @@ Two rules, chosen with `--scoring`:
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections.abc import Iterable
 
-from ..jsonio import dumps, parse_json
+from ..jsonio import parse_json
 
 SCORINGS = ("official", "strict")
 
@@ -30,7 +31,7 @@ def parse_official(reply: str) -> object:
     of 1e400 is unreadable, asked again). Raises ValueError otherwise."""
     try:
         value = ast.literal_eval(reply)
-        dumps(value)
+        json.dumps(value, allow_nan=False)  # not storable either: NaN / Infinity are not JSON
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         raise ValueError(f"the reply is not a Python literal: {reply[:120]!r}") from None
     return value
