@@ -29,6 +29,7 @@ from .pruning.adaptive import free_memory_bytes
 from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, Plan, check_context, fits_context, largest, plan
 from .request import Collated, Request, collate
 from .video import Clip, probe_video, sample_frames
+from .video.changes import SCAN_BUDGET_S
 from .video.sample import SAMPLERS
 from .vision import LRU, encode_frames, frames_hash
 
@@ -75,6 +76,10 @@ class VideoQA:
         self.encode_count = 0  # vision-tower runs: follow-ups on a cached clip do not add to it
         self._encoded, self._clips, self._prompts = LRU(CACHE_SIZE), LRU(CACHE_SIZE), LRU(CACHE_SIZE)
         self.free_memory = free_memory or free_memory_bytes
+        # The content sampler's change scan: its time budget (then uniform frames, with a warning) and a
+        # progress callback (fraction scanned; the command line draws it).
+        self.scan_budget_s: float | None = SCAN_BUDGET_S
+        self.scan_progress: Callable[[float], None] | None = None
         self.clock = clock or device_clock(self.device)
         # A plain Lock, not an RLock: Gradio advances a streaming handler from whichever worker thread is free,
         # so a stream may finish (and release) on another thread than the one it started on.
@@ -118,8 +123,9 @@ class VideoQA:
             key = (str(path.resolve()), st.st_mtime_ns, st.st_size, num_frames, sampler)
         except OSError:
             key = None  # sample_frames raises the user-facing error
-        clip = (self._clips.get_fresh(key) if key else None) or sample_frames(path, num_frames, sampler=sampler,
-                                                                              cancel=cancel)
+        clip = (self._clips.get_fresh(key) if key else None) or sample_frames(
+            path, num_frames, sampler=sampler, cancel=cancel, scan_budget_s=self.scan_budget_s,
+            progress=self.scan_progress)
         if key:
             self._clips.put(key, clip)
         return clip, self.clock() - t0

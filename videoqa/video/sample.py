@@ -11,7 +11,7 @@ import av
 
 from videoqa.errors import Cancelled, InputError, VideoError
 from videoqa.model_card import SAMPLERS  # the one list: a model card names its default sampler from it
-from videoqa.video.changes import ChangeScan, content_indices, scan_changes
+from videoqa.video.changes import SCAN_BUDGET_S, ChangeScan, ScanOverBudget, content_indices, scan_changes
 from videoqa.video.clip import Clip, Pick, frame_indices
 from videoqa.video.decord_backend import _sample_decord
 from videoqa.video.probe import _BackendFailed
@@ -45,7 +45,8 @@ def _content_pick(changes: ChangeScan, total: int, num_frames: int) -> list[int]
 
 
 def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto", sampler: str = "uniform",
-                  cancel: Callable[[], bool] | None = None) -> Clip:
+                  cancel: Callable[[], bool] | None = None, scan_budget_s: float | None = SCAN_BUDGET_S,
+                  progress: Callable[[float], None] | None = None) -> Clip:
     """Sample ``num_frames`` frames over the whole clip (see module docstring).
 
     ``backend``: "auto" (PyAV, then decord if PyAV cannot decode the file), "pyav" or "decord" (that one
@@ -54,7 +55,9 @@ def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto", 
     videoqa/video/changes.py). ``Clip.sampler`` says which chose the frames: a content request on a file
     whose decoders disagree on the frame count falls back to uniform, with a warning. Raises VideoError for
     any unusable file, InputError for bad arguments. ``cancel``: asked between frames (PyAV) and before each
-    backend; True stops with Cancelled.
+    backend and, for the content sampler, between the frames of its change scan; True stops with Cancelled.
+    The scan stops after ``scan_budget_s`` seconds (None: never), and the frames are then uniform, with a
+    warning saying so; ``progress(fraction)`` follows the scan.
     """
     if backend not in BACKENDS:
         raise InputError(f"unknown video backend {backend!r} (choose from {', '.join(BACKENDS)})")
@@ -64,9 +67,13 @@ def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto", 
         raise InputError(f"num_frames must be a positive integer, got {num_frames!r}")
     path = Path(path)
     pick: Pick = frame_indices
+    changes, notice = None, None
     if sampler == "content":
-        changes = scan_changes(path)
-        pick = partial(_content_pick, changes)
+        try:
+            changes = scan_changes(path, cancel=cancel, budget_s=scan_budget_s, progress=progress)
+            pick = partial(_content_pick, changes)
+        except ScanOverBudget as e:
+            notice = f"frames chosen uniformly: {e}"
     order = ["pyav", "decord"] if backend == "auto" else [backend]
     failures = []
     for name in order:
@@ -75,7 +82,9 @@ def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto", 
         except _BackendFailed as e:
             failures.append(str(e)[:160])
             continue
-        if sampler == "content":
+        if notice:
+            clip.warnings.append(notice)
+        elif changes is not None:
             if clip.info.total_frames == changes.n_frames:
                 clip.sampler = "content"
             else:
