@@ -5,11 +5,11 @@ once a second of work, it has a time budget with a documented fallback, and it r
 
 from __future__ import annotations
 
+import clipgen
 import pytest
 
-import clipgen
 from videoqa.errors import Cancelled
-from videoqa.video import frame_indices, sample_frames, sample
+from videoqa.video import frame_indices, sample, sample_frames
 from videoqa.video.changes import ScanOverBudget, scan_changes
 
 
