@@ -21,6 +21,7 @@ import re
 import ssl
 import sys
 import time
+import unicodedata
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
@@ -120,7 +121,10 @@ _ARTICLES = {"a", "an", "the"}
 
 
 def normalize(text: str) -> list[str]:
-    """Lower case, punctuation to spaces, articles dropped, number words as digits -> list of words."""
+    """Unicode format characters (U+200B zero width space, U+202E right-to-left override, ...: invisible, so
+    never a difference a reader sees) removed, lower case, punctuation to spaces, articles dropped, number
+    words as digits -> list of words."""
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
     words = re.sub(r"[^\w\s]|_", " ", text.lower()).split()
     return [_NUMBER_WORDS.get(w, w) for w in words if w not in _ARTICLES]
 
