@@ -23,10 +23,10 @@ moments that look unlike their surroundings, from a cheap pass over low-resoluti
 Everything is deterministic: ties go to the earlier frame.
 
 The scan is a long step (every frame of the clip is decoded: ~1.3 ms per 1080p frame, minutes for a film), so,
-as every long step of videoqa: it asks ``cancel`` between packets (the web chat's Stop), decodes cheaply (no
-deblocking filter: a 32x32 grey thumbnail does not need it; scaled straight to the thumbnail), reports its
-progress (``progress(fraction)``), and gives up after ``budget_s`` seconds with ``ScanOverBudget``, after which
-the caller takes uniform frames with a one-line notice.
+as every long step of videoqa: it asks ``cancel`` between packets (the web chat's Stop), keeps only 32x32
+thumbnails (scaled straight from the decoder's planes), reports its progress (``progress(fraction)``), and
+gives up after ``budget_s`` seconds with ``ScanOverBudget``, after which the caller takes uniform frames with
+a one-line notice.
 """
 
 from __future__ import annotations
@@ -133,7 +133,8 @@ def scan_changes(path: str | Path, thumbs_per_s: float = SCAN_FPS, size: int = T
     start = clock()
     container, stream = _open_stream(path)
     with container:
-        stream.codec_context.options = {"skip_loop_filter": "all"}  # only thumbnails are kept: no deblocking
+        # Not skipping the deblocking filter: 1.6x faster, but it moved 8 of 54 frame choices on the long clips,
+        # whose measured tables the docs hold; the budget bounds the time instead.
         rate = float(stream.average_rate or stream.guessed_rate or 0) or thumbs_per_s
         expected = stream.frames or (float(stream.duration * stream.time_base) * rate
                                      if stream.duration and stream.time_base else 0)
