@@ -135,3 +135,11 @@ def test_a_card_written_by_the_sweep_is_a_plain_file_copy(tmp_path):
     dst = Path(shutil.copytree(src, tmp_path / "dst"))
     write_policy(dst, {"frames": 4, "note": "sweep"})
     assert read_card(dst).conversation == "plain" and read_card(src).policy == {}
+
+
+def test_a_card_larger_than_its_limit_is_refused_before_parsing(tmp_path):
+    from videoqa.model_card import MAX_CARD_BYTES
+
+    (tmp_path / CARD_FILE).write_text(json.dumps({"policy": {"note": "n" * MAX_CARD_BYTES}}))
+    with pytest.raises(ModelLoadError, match=f"larger than {MAX_CARD_BYTES} bytes"):
+        read_card(tmp_path)

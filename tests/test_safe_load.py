@@ -127,3 +127,8 @@ def test_an_unexpected_weight_is_an_error(tiny_model_dir, tmp_path):
     _edit_weights(folder, lambda t: t.update({"model.extra_head.weight": torch.zeros(2, 2)}))
     with pytest.raises(ModelLoadError, match=r"1 weight in the checkpoint but not in the model: .*extra_head"):
         load_model(str(folder), device="cpu")
+
+
+def test_loading_prints_nothing_on_stdout(tiny_model_dir, capsys):
+    load_model(str(tiny_model_dir), device="cpu")
+    assert capsys.readouterr().out == ""
