@@ -5,12 +5,12 @@ of memory, or an Infinity in the results."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 import tracemalloc
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+from fake_judge import LoopbackServer
 
 from videoqa.eval.judges import GPTJudge
 from videoqa.eval.scoring import aggregate
@@ -18,7 +18,7 @@ from videoqa.eval.scoring import aggregate
 BLOCK = b"x" * (1 << 20)
 
 
-class Server:
+class Server(LoopbackServer):
     """200 with `body` (bytes, or None: 1 MiB blocks without end and no Content-Length) for every POST;
     counts the bytes it got out before the client hung up."""
 
@@ -48,14 +48,7 @@ class Server:
                 except OSError:
                     pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 def test_a_judge_streaming_without_end_costs_its_byte_limit_not_the_machines_memory():
