@@ -89,9 +89,11 @@ def test_console_script_exit_code(tmp_path, tiny_model_dir):
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr  # no library notices or progress bars
 
 
-def test_wrong_checkpoint_warnings_stay_visible(tmp_path, tiny_model_dir, gif):
-    """transformers' report of missing and unexpected weights reaches the user; only known noise is hidden.
-    (Read from transformers' own logger: its handler writes to the stderr of the time it was imported.)"""
+def test_a_wrong_checkpoint_is_refused_and_its_report_stays_visible(tmp_path, tiny_model_dir, gif, capsys):
+    """A checkpoint with missing or unexpected weights is refused (exit 2, one line naming the missing ones:
+    they would be random, issue 37), and transformers' report of them still reaches the user; only known noise
+    is hidden. (Read from transformers' own logger: its handler writes to the stderr of the time it was
+    imported.)"""
     broken = tmp_path / "broken"
     shutil.copytree(tiny_model_dir, broken)
     weights = load_file(broken / "model.safetensors")
@@ -107,7 +109,9 @@ def test_wrong_checkpoint_warnings_stay_visible(tmp_path, tiny_model_dir, gif):
     finally:
         hf_logging.remove_handler(records)
     err = "\n".join(records.lines)
-    assert code == 0
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and line.startswith("videoqa: error: ") and "3 weights missing from the checkpoint" in line
+    assert all("layers." + k.split(".layers.")[-1] in line for k in missing)
     assert "model.not_in_this_model" in err and "UNEXPECTED" in err
     assert missing and all("layers." + k.split(".layers.")[-1] in err for k in missing) and "MISSING" in err
     assert "torchvision backend" not in err  # the one notice the CLI hides

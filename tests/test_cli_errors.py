@@ -247,4 +247,4 @@ def test_a_model_folder_without_a_config_says_so(capsys, tmp_path):
 def test_a_broken_config_json_is_named(capsys, model_copy):
     (model_copy / "config.json").write_text("{'not': json}")
     err = one_line_error(capsys, ["ask", CLIP, "q", "--model", str(model_copy)])
-    assert f"{model_copy / 'config.json'} is not valid JSON" in err and "line 1, column 2" in err
+    assert f"{model_copy / 'config.json'}: not valid JSON" in err and "line 1, column 2" in err

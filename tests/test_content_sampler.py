@@ -135,7 +135,7 @@ def test_unknown_sampler_is_one_clear_error(tmp_path):
 def test_a_frame_count_the_backend_disagrees_with_falls_back_to_uniform(tmp_path, monkeypatch):
     path = clipgen.write_clip(tmp_path / "c.mp4", n_frames=60)
     real = scan_changes(path)
-    monkeypatch.setattr(sample, "scan_changes", lambda p: replace(real, n_frames=real.n_frames + 1))
+    monkeypatch.setattr(sample, "scan_changes", lambda p, **kw: replace(real, n_frames=real.n_frames + 1))
     clip = sample_frames(path, 8, sampler="content")
     assert clip.sampler == "uniform" and clip.indices == frame_indices(60, 8)
     assert clip.warnings == ["frames chosen uniformly: the change scan decoded 61 frames, pyav 60"]

@@ -405,11 +405,10 @@ def test_the_fine_tune_sequences_ask_as_eval_asks_and_teach_the_letter():
     import numpy as np
     from transformers import VideoLlavaProcessor
 
-    from videoqa.eval.mc_layouts import videomme_prompt
-    from videoqa.synth.short import make_split
-    from videoqa.models.tiny import EOS_ID, VIDEO_ID
-
     from scripts import train_demo
+    from videoqa.eval.mc_layouts import videomme_prompt
+    from videoqa.models.tiny import EOS_ID, VIDEO_ID
+    from videoqa.synth.short import make_split
 
     repo = Path(__file__).resolve().parents[1]
 

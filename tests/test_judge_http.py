@@ -9,6 +9,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from fake_judge import LoopbackServer
 
 from videoqa.eval.judge_http import retry_after_seconds
 from videoqa.eval.judges import GPTJudge
@@ -17,7 +18,7 @@ REPLY = json.dumps({"model": "m", "choices": [{"message": {"content": "{'pred': 
 TRICKLE_S = 20.0  # how long the server takes to send its whole reply
 
 
-class TrickleServer:
+class TrickleServer(LoopbackServer):
     """Sends a valid reply one byte at a time, spread over TRICKLE_S seconds: the status line and headers
     (`part="headers"`) or the body after prompt headers (`part="body"`). Records whether it got to the end
     and whether the client hung up on it."""
@@ -47,14 +48,7 @@ class TrickleServer:
                     return
                 srv.finished.set()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.mark.parametrize("part", ["headers", "body"])

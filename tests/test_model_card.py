@@ -52,7 +52,7 @@ def test_the_pipeline_prompt_defaults_to_the_card(tiny_model_dir, tmp_path):
     ('{"policy": {"rate": 2}}', "unknown field 'policy.rate'"),
     ('{"policy": [8]}', "policy must be dict, got [8]"),
     ('["plain"]', "expected a JSON object"),
-    ('{"conversation": ', "not readable as JSON"),
+    ('{"conversation": ', "not valid JSON"),
 ])
 def test_a_bad_card_is_one_clear_error(tmp_path, text, message):
     (tmp_path / CARD_FILE).write_text(text)

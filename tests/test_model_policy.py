@@ -63,10 +63,11 @@ def test_a_card_changes_the_decision_and_is_named_as_its_source(carded):
     d = answer.decision
     assert (d.frames, d.kept) == (want.frames, want.kept) != (default.frames, default.kept)
     assert answer.stats.frames == want.frames and answer.kept.layer == 1
-    source = f"{carded / CARD_FILE} (a test's constants)"
+    source = str(carded / CARD_FILE)  # the note once, not in each source (issue 37, finding 8)
     constants = answer.to_dict()["decision"]["constants"]
     assert constants["seconds_per_frame"] == {"value": 0.5, "source": source}
     assert constants["k"] == {"value": 1, "source": source}
+    assert constants["note"] == {"value": "a test's constants", "source": source}
     assert constants["sampler"]["source"] == "default (Video-LLaVA-7B: uniform frames, as trained)"
 
 

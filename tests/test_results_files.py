@@ -233,20 +233,16 @@ def test_eval_checks_its_run_folder_is_writable_before_the_model_loads(tmp_path,
 
 
 def test_a_full_disk_while_caching_judgments_is_one_line(tmp_path, monkeypatch):
-    import builtins
     import errno
 
     from videoqa.eval.judges import ExactJudge, JudgeRequest, JudgmentCache, judge_all
 
     cache = JudgmentCache(tmp_path / "judgments.jsonl")
-    real_open = builtins.open
 
-    def full(path, mode="r", *a, **kw):
-        if Path(path) == cache.path and "a" in mode:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real_open(path, mode, *a, **kw)
+    def full(fd, data):  # the cache is the only file this judging writes
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(builtins, "open", full)
+    monkeypatch.setattr(os, "write", full)
     with pytest.raises(InputError, match=r"judgments.jsonl: cannot write \(No space left on device\)"):
         judge_all(ExactJudge(), [JudgeRequest("1", "q", "a", "a")], cache, progress=False)
 

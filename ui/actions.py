@@ -26,7 +26,7 @@ from videoqa.errors import Cancelled, VideoQAError
 from videoqa.heatmap import render_heatmaps
 from videoqa.pruning import REGISTRY, PruneConfig
 
-from .controls import gallery_files, parse_k, parse_r, parse_sampler
+from .controls import gallery_files, parse_frames, parse_k, parse_r, parse_sampler
 from .media import VIDEO_EXTENSIONS, Example, preview, sweep_cache
 from .model_info import describe
 from .present import (
@@ -253,7 +253,7 @@ class ChatActions:
         cfg = self.qa.prune.for_method(s.method)
         if s.k is not None and "k" in cfg.method_spec.option_names:  # the K box (empty: the default)
             cfg = replace(cfg, k=parse_k(s.k, self.qa.dims.n_layers))
-        return replace(cfg, r=parse_r(s.r)), int(s.frames or 0) or None, parse_sampler(s.sampler, self.qa.sampler)
+        return replace(cfg, r=parse_r(s.r)), parse_frames(s.frames), parse_sampler(s.sampler, self.qa.sampler)
 
     def refused(self, typed: str, session: ChatSession):
         """The server's queue was full: the waiting questions go back into the box (before anything typed

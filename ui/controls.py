@@ -38,6 +38,20 @@ def parse_k(value, n_layers: int) -> int:
     return int(k)
 
 
+def parse_frames(value) -> int | None:
+    """The Frames box: 0 or empty for the default, else a whole number >= 1; 2.7 is refused, not turned into 2
+    (the command line's --frames takes whole numbers only, and the API must not differ)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        n = float(value)
+    except (TypeError, ValueError):
+        n = float("nan")
+    if not (n.is_integer() and 0 <= n <= 1_000_000):
+        raise InputError(f"Frames must be a whole number (0 for the default), got {value!r}")
+    return int(n) or None
+
+
 SAMPLER_INFO = "uniform: evenly spaced · content: more frames where they differ, over a uniform floor"
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.resources
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from .errors import ModelLoadError
 from .model_card import read_card
-from .models import Family, LoadedModel, family_of
+from .models import FAMILIES, Family, LoadedModel, family_of
+from .safe_load import check_architecture, check_loading_info, quiet_stdout, read_config_file, refuse_remote_code
 
 if TYPE_CHECKING:  # torch is imported where a model is loaded: the command line checks model names without it
     import torch
@@ -153,16 +153,13 @@ def load_model(
 
             family = family_of(AutoConfig.from_pretrained(path, local_files_only=unreachable is not None,
                                                           trust_remote_code=False))
-        model, processor, info = family.load(path, dt, attn_implementation, unreachable is not None)
+        with quiet_stdout():
+            model, processor, info = family.load(path, dt, attn_implementation, unreachable is not None)
     except ModelLoadError:
         raise
     except Exception as e:  # a missing file, a corrupt or truncated one, a bad config: one line
         raise _load_error(name, path, e, unreachable) from None
-    if info["mismatched_keys"]:
-        key, got, want = sorted(info["mismatched_keys"])[0]
-        raise ModelLoadError(f"cannot load model {name!r}: its weights do not match its config.json "
-                             f"({len(info['mismatched_keys'])} tensors differ, e.g. {key}: {tuple(got)} in the "
-                             f"checkpoint, {tuple(want)} in the model the config describes)")
+    check_loading_info(name, info)
     model.to(dev).eval()
     # Batched prompts must be left-padded so every sample's last token is at the end.
     processor.tokenizer.padding_side = "left"
@@ -170,19 +167,23 @@ def load_model(
                        family=family)
 
 
+def supported_architectures() -> dict[str, str]:
+    """model_type -> the architecture class name of every registered family (what a folder may declare)."""
+    return {mt: family.classes()[0].__name__ for family in FAMILIES for mt in family.model_types}
+
+
 def _check_folder(name: str, folder: Path) -> Family:
     """The family of a model folder. One without a readable config.json is said in those words, naming the file
-    (transformers would answer with its hub advice, or a JSON position without the file's name)."""
+    (transformers would answer with its hub advice, or a JSON position without the file's name); a folder asking
+    for its own code, or of a family videoqa does not build, is refused before transformers reads it
+    (videoqa/safe_load.py)."""
     config = folder / "config.json"
     if not config.is_file():
         raise ModelLoadError(f"cannot load model {name!r}: no config.json in {folder}")
-    try:
-        return family_of(json.loads(config.read_text()))
-    except (OSError, UnicodeDecodeError) as e:
-        raise ModelLoadError(f"cannot load model {name!r}: cannot read {config} ({e})") from None
-    except json.JSONDecodeError as e:
-        raise ModelLoadError(f"cannot load model {name!r}: {config} is not valid JSON ({e.msg} at line {e.lineno}, "
-                             f"column {e.colno})") from None
+    refuse_remote_code(name, folder)
+    data = read_config_file(name, config)
+    check_architecture(name, data, supported_architectures())
+    return family_of(data)
 
 
 def _load_error(name: str, path: str, e: Exception, unreachable: str | None) -> ModelLoadError:

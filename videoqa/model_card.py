@@ -21,21 +21,32 @@ left out takes Video-LLaVA-7B's default, named as such in every adaptive answer'
     budget_exponent     kept tokens grow as frames^budget_exponent
     r_max               the largest R the policy may choose
     sampler             how frames are placed over the clip: "uniform" or "content"
-    note                where the constants came from (free text, e.g. the sweep that chose them)
+    note                where the constants came from (free text up to MAX_NOTE characters; stored once per
+                        answer, as the "note" entry of the decision's constants)
+
+Limits (a card is a few lines written by hand or by the sweep; anything far out of range is a mistake or an
+attack, refused with one line naming the file): the file is a regular file (a link to one is fine: the hub
+cache links its files) of at most MAX_CARD_BYTES; each number within the range `_RULES` states, so no later
+arithmetic overflows; the note at most MAX_NOTE characters.
 """
 
 from __future__ import annotations
 
-import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ModelLoadError
+from .jsonio import JSONProblem, dumps, parse_json
 from .video.samplers import SAMPLERS
 
 CARD_FILE = "videoqa.json"
 CONVERSATIONS = ("plain", "official")
 DEFAULT_CONVERSATION = "official"
+MAX_CARD_BYTES = 64 << 10
+MAX_NOTE = 1000  # characters
+MAX_FRAMES = 4096  # more frames than any context holds (a 7B model's 4,096 tokens hold 15 frames)
 
 
 @dataclass(frozen=True)
@@ -60,17 +71,28 @@ def _check_fields(data: dict, types: dict, where: str, prefix: str = "") -> None
                                  f"got {value!r}")
 
 
-_RULES = {"frames": (lambda v: v >= 1, ">= 1"), "k": (lambda v: v >= 0, ">= 0"),
-          "r": (lambda v: 0 <= v < 1, "in [0, 1)"),
-          "seconds_per_frame": (lambda v: v > 0, "> 0"), "budget_exponent": (lambda v: 0 <= v <= 1, "in [0, 1]"),
-          "r_max": (lambda v: 0 <= v < 1, "in [0, 1)"), "sampler": (lambda v: v in SAMPLERS, " or ".join(SAMPLERS))}
+_RULES = {"frames": (lambda v: 1 <= v <= MAX_FRAMES, f"in [1, {MAX_FRAMES}]"),
+          "k": (lambda v: 0 <= v <= 1000, "in [0, 1000]"), "r": (lambda v: 0 <= v < 1, "in [0, 1)"),
+          "seconds_per_frame": (lambda v: 0.01 <= v <= 86400, "in [0.01, 86400] seconds"),
+          "budget_exponent": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+          "r_max": (lambda v: 0 <= v < 1, "in [0, 1)"), "sampler": (lambda v: v in SAMPLERS, " or ".join(SAMPLERS)),
+          "note": (lambda v: len(v) <= MAX_NOTE, f"at most {MAX_NOTE} characters")}
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
 def _check_policy(policy: dict, where: str) -> None:
     _check_fields(policy, POLICY_TYPES, where, "policy.")
     for name, (ok, rule) in _RULES.items():
         if policy.get(name) is not None and not ok(policy[name]):
-            raise ModelLoadError(f"{where}: policy.{name} must be {rule}, got {policy[name]!r}")
+            raise ModelLoadError(f"{where}: policy.{name} must be {rule}, got {_short(policy[name])}")
+    r, r_max = policy.get("r"), policy.get("r_max")
+    if r is not None and r_max is not None and r_max < r:
+        raise ModelLoadError(f"{where}: policy.r_max ({r_max!r}) is below policy.r ({r!r}); the policy's "
+                             f"largest R cannot be smaller than its base R")
 
 
 def parse_card(data: object, where: str) -> ModelCard:
@@ -94,24 +116,41 @@ def read_card(path: str | Path) -> ModelCard:
         file = _cached_hub_file(str(path))
         if file is None:
             return ModelCard()
-    if not file.is_file():
+    if not (file.exists() or file.is_symlink()):
         return ModelCard()
+    return parse_card(_read_card_json(file), str(file))
+
+
+def _read_card_json(file: Path) -> object:
+    """The card's JSON; ModelLoadError naming the file when it is not a regular file of at most MAX_CARD_BYTES
+    (a FIFO, a folder, a link to /dev/zero or to nothing) or not plain JSON. Never silently skipped: the card
+    sets the prompt template, and a model run with the other one answers differently."""
+    try:  # O_NONBLOCK: opening a FIFO does not wait for a writer
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise ModelLoadError(f"{file}: cannot be read ({e.strerror or e})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ModelLoadError(f"{file}: not a regular file; a model card must be one")
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(MAX_CARD_BYTES + 1)
+    if len(data) > MAX_CARD_BYTES:
+        raise ModelLoadError(f"{file}: larger than {MAX_CARD_BYTES} bytes; a model card is a few lines")
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ModelLoadError(f"{file}: not readable as JSON ({e})") from None
-    return parse_card(data, str(file))
+        return parse_json(data)
+    except JSONProblem as e:
+        raise ModelLoadError(f"{file}: {e}") from None
 
 
 def write_policy(folder: str | Path, policy: dict) -> Path:
     """Set the "policy" section of `folder`'s videoqa.json (the rest of the file is kept); returns the file."""
+    from .batch.store import replace_file  # a unique O_EXCL | O_NOFOLLOW temporary, renamed: no planted link
+
     file = Path(folder) / CARD_FILE
-    data = json.loads(file.read_text(encoding="utf-8")) if file.is_file() else {}
+    data = _read_card_json(file) if file.exists() or file.is_symlink() else {}
     data["policy"] = dict(policy)
     parse_card(data, str(file))  # never write a card that would not load
-    tmp = file.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(file)
+    replace_file(file, (dumps(data, indent=1) + "\n").encode("utf-8"))
     return file
 
 

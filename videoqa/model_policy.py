@@ -50,10 +50,12 @@ def model_policy(card: ModelCard) -> ModelPolicy:
     for name, (default, why) in DEFAULTS.items():
         if name in card.policy:
             values[name] = card.policy[name]
-            source = card.path + (f" ({card.policy['note']})" if card.policy.get("note") else "")
+            source = card.path
         else:
             values[name], source = default, f"default (Video-LLaVA-7B: {why})"
         constants[name] = {"value": values[name], "source": source}
+    if card.policy.get("note"):  # once, not in every constant's source (a long note was copied seven times)
+        constants["note"] = {"value": card.policy["note"], "source": card.path}
     policy = replace(AdaptivePolicy(), **{attr: values[name] for name, attr in _POLICY_FIELDS.items()})
     return ModelPolicy(policy, values["k"], values["sampler"], constants)
 

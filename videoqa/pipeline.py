@@ -20,6 +20,7 @@ import torch
 from . import llm
 from .answer import Answer
 from .answering import BatchRun, Setting, TextDelta, assemble, stream_text
+from .clip_cache import content_key, frames_bytes, new_clip_cache, processor_edge, shares_host_memory
 from .errors import InputError
 from .measure import Clock, PeakMemory, device_clock, free_memory_bytes
 from .model import LoadedModel, load_model
@@ -30,6 +31,8 @@ from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, check_context, fits_
 from .pruning.planner import Plan, plan
 from .request import Collated, Request, collate
 from .video import Clip, probe_video, sample_frames
+from .video.changes import SCAN_BUDGET_S
+from .video.clip import DECODE_EDGE
 from .video.samplers import check_sampler
 from .vision import LRU, encode_frames, frames_hash
 
@@ -76,8 +79,15 @@ class VideoQA:
         # "static": a preallocated KV cache; "compiled": that step under torch.compile (a CUDA graph on GPUs)
         self.decoder = llm.decoder_for(self.model, decode)
         self.encode_count = 0  # vision-tower runs: follow-ups on a cached clip do not add to it
-        self._encoded, self._clips, self._prompts = LRU(CACHE_SIZE), LRU(CACHE_SIZE), LRU(CACHE_SIZE)
+        self._encoded, self._prompts = LRU(CACHE_SIZE), LRU(CACHE_SIZE)
+        self._clips, self._digests = new_clip_cache(CACHE_SIZE), LRU(64)  # clips by content (clip_cache.py)
+        # Frames are decoded no larger than needed: the processor's size, or DECODE_EDGE for the page's frames.
+        self.decode_edge = max(DECODE_EDGE, processor_edge(self.processor))
         self.free_memory = free_memory or free_memory_bytes
+        # The content sampler's change scan: its time budget (then uniform frames, with a warning) and a
+        # progress callback (fraction scanned; the command line draws it).
+        self.scan_budget_s: float | None = SCAN_BUDGET_S
+        self.scan_progress: Callable[[float], None] | None = None
         self.clock = clock or device_clock(self.device)
         # A plain Lock, not an RLock: Gradio advances a streaming handler from whichever worker thread is free,
         # so a stream may finish (and release) on another thread than the one it started on.
@@ -110,13 +120,11 @@ class VideoQA:
         sampler = check_sampler(sampler or self.sampler)
         t0 = self.clock()
         path = Path(video)
-        try:
-            st = path.stat()
-            key = (str(path.resolve()), st.st_mtime_ns, st.st_size, num_frames, sampler)
-        except OSError:
-            key = None  # sample_frames raises the user-facing error
-        clip = (self._clips.get_fresh(key) if key else None) or sample_frames(path, num_frames, sampler=sampler,
-                                                                              cancel=cancel)
+        digest = content_key(path, self._digests, cancel)  # None: sample_frames raises the user-facing error
+        key = (digest, num_frames, sampler, self.decode_edge) if digest else None
+        clip = (self._clips.get_fresh(key) if key else None) or sample_frames(
+            path, num_frames, sampler=sampler, cancel=cancel, scan_budget_s=self.scan_budget_s,
+            progress=self.scan_progress, max_edge=self.decode_edge)
         if key:
             self._clips.put(key, clip)
         return clip, self.clock() - t0
@@ -183,12 +191,11 @@ class VideoQA:
             raise InputError(f"frames must be >= 1, got {frames}")
         duration = None
         if cfg.adaptive:
-            if isinstance(video, Clip):
-                duration, frames = video.info.duration_s, len(video.frames)
-            else:
-                duration = probe_video(video).duration_s
+            info = video.info if isinstance(video, Clip) else probe_video(video)
+            duration = info.duration_s
+            frames = len(video.frames) if isinstance(video, Clip) else frames
             if free_bytes is None:  # read once: every plan below must see the same memory
-                free_bytes = self.free_memory(self.device)
+                free_bytes = self._free_after_frames(video, info, cfg, frames, max_new)
         history = list(history or [])
         kept_turns = self.turns_that_fit(video, question.strip(), history, cfg, frames, max_new, duration,
                                          free_bytes, share)
@@ -210,6 +217,15 @@ class VideoQA:
         return Request(question=question, clip=clip, enc=enc, encode_cached=cached, ids=ids, cfg=cfg, plan=planned,
                        selection=sel, max_new=min(max_new, room), context_capped=room < max_new, t_start=t_start,
                        t_sample=t_sample, t_encode=t_encode, history_dropped=len(history) - kept_turns)
+
+    def _free_after_frames(self, video, info, cfg: PruneConfig, frames: int | None, max_new: int) -> int:
+        """Free memory for the plan, less what the frames about to be decoded will hold where they share
+        memory with the KV cache (the frames the plan would choose with all of it: an upper bound)."""
+        free = self.free_memory(self.device)
+        if isinstance(video, Clip) or not shares_host_memory(self.device.type):
+            return free
+        upper = self.plan(info.duration_s, 0, cfg, frames, max_new, free).frames
+        return max(0, free - frames_bytes(info.width, info.height, self.decode_edge, upper))
 
     def turns_that_fit(self, video, question: str, history: list[tuple[str, str]], cfg: PruneConfig,
                        frames: int | None, max_new: int, duration: float | None, free_bytes: int | None,

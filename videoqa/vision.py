@@ -39,9 +39,14 @@ def encode_frames(family: Family, model, processor, frames: np.ndarray, device: 
 class LRU(OrderedDict):
     """A small least-recently-used cache (decoded clips, encodings, prompt ids of one pipeline)."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, max_bytes: int | None = None, weigh: Callable[[object], int] | None = None):
         super().__init__()
         self.size = size
+        self.max_bytes, self.weigh = max_bytes, weigh  # a bound in bytes too (weigh(value) -> bytes)
+
+    def nbytes(self) -> int:
+        """Bytes the values hold, as `weigh` counts them (0 without it)."""
+        return sum(self.weigh(v) for v in self.values()) if self.weigh else 0
 
     def get_fresh(self, key):
         """The value under `key` (now the most recent), or None."""
@@ -53,5 +58,5 @@ class LRU(OrderedDict):
     def put(self, key, value) -> None:
         self[key] = value
         self.move_to_end(key)
-        while len(self) > self.size:
-            self.popitem(last=False)
+        while len(self) > self.size or (self.max_bytes is not None and self and self.nbytes() > self.max_bytes):
+            self.popitem(last=False)  # a value larger than max_bytes alone is not kept either

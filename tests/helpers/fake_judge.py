@@ -62,3 +62,17 @@ class FakeJudge:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+class LoopbackServer:
+    """A threaded HTTP server on 127.0.0.1 for one test, answering with `handler`; `url` ends in /v1."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]):
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import BusyError, InputError
+from ..jsonio import parse_json
 
 
 def lock_path(out: Path) -> Path:
@@ -107,7 +108,7 @@ def _is_current(fd: int, path: Path) -> bool:
 def describe_holder(fd: int) -> str:
     """'pid 123 on host, started 2025-01-02 10:11:12', from what the holder wrote into the lock file."""
     try:
-        h = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        h = parse_json(os.pread(fd, 4096, 0) or b"{}")  # JSONProblem is a ValueError
         return f"pid {h['pid']} on {h['host']}, started {h['started']}"
     except (OSError, ValueError, KeyError, TypeError):
         return "a run that is just starting"

@@ -8,11 +8,16 @@ writes a new file and renames it over the old one, so a kill leaves either the o
 
 File modes, one rule for every file batch and eval write: a new file gets 0666 less the umask (as `touch`
 would make it), a rewritten one keeps the mode it had.
+
+Links, one rule for every file videoqa writes or reads back where others may write (results, caches, cards
+written by the sweep, reports): it is appended to only through `open_for_append` (O_NOFOLLOW, a regular file
+only), read back through `read_no_follow`, or replaced whole through `replace_file` (a unique temporary created
+with O_EXCL | O_NOFOLLOW, then renamed). A link planted at the name is refused with one line, never followed.
 """
 
 from __future__ import annotations
 
-import json
+import errno
 import os
 import secrets
 import stat
@@ -21,6 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import InputError
+from ..jsonio import JSONProblem, dumps, parse_json
 
 
 def read_records(path: str | Path) -> list[dict]:
@@ -29,13 +35,13 @@ def read_records(path: str | Path) -> list[dict]:
     if not path.exists():
         return []
     records = []
-    lines = path.read_bytes().split(b"\n")
+    lines = read_no_follow(path).split(b"\n")
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
+            records.append(parse_json(line))
+        except JSONProblem:
             if n == len(lines):  # no trailing newline: a record cut by a kill; it is simply redone
                 continue
             print(f"videoqa: warning: {path}:{n}: skipping a line that is not JSON", file=sys.stderr)
@@ -52,7 +58,7 @@ def _drop_torn_tail(fd: int, path: Path) -> None:
     size = os.fstat(fd).st_size
     if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
         return
-    data = path.read_bytes()
+    data = os.pread(fd, size, 0)
     try:
         os.ftruncate(fd, data.rfind(b"\n") + 1)
     except OSError as e:
@@ -65,11 +71,38 @@ def write_error(path: Path, e: OSError) -> InputError:
                       "free space or fix the permissions, then re-run to resume")
 
 
-def _open_for_append(path: Path) -> int:
+def _refuse_link(path: Path, e: OSError) -> None:
+    if e.errno == errno.ELOOP:
+        raise InputError(f"{path} is a symbolic link; videoqa does not write or read its files through links "
+                         "(remove it or choose another path)") from None
+
+
+def _regular(fd: int, path: Path) -> int:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"{path} is not a regular file")
+    return fd
+
+
+def open_for_append(path: Path) -> int:
+    """A file descriptor appending to `path` (created if absent), never through a link (module docstring)."""
     try:  # 0666 less the umask: the one rule for new files (see the module's docstring)
-        return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
     except OSError as e:
+        _refuse_link(path, e)
         raise write_error(path, e) from None
+    return _regular(fd, path)
+
+
+def read_no_follow(path: Path) -> bytes:
+    """The bytes of the regular file at `path`, never through a link (module docstring)."""
+    try:
+        fd = _regular(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), path)
+    except OSError as e:
+        _refuse_link(path, e)
+        raise InputError(f"{path}: cannot be read ({e.strerror or e})") from None
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
 
 
 def needs_compaction(records: list[dict], drop_keys: set[str]) -> bool:
@@ -83,7 +116,7 @@ def compact(path: Path, records: list[dict], drop_keys: set[str]) -> None:
     other run is appending to the file being replaced."""
     last = {r["key"]: i for i, r in enumerate(records) if "key" in r}
     keep = [r for i, r in enumerate(records) if "key" not in r or (last[r["key"]] == i and r["key"] not in drop_keys)]
-    replace_file(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep).encode())
+    replace_file(path, "".join(dumps(r, ensure_ascii=False) + "\n" for r in keep).encode())
 
 
 def replace_file(path: Path, data: bytes) -> None:
@@ -146,7 +179,7 @@ class ResultsWriter:
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._fd = _open_for_append(path)
+        self._fd = open_for_append(path)
         try:
             _drop_torn_tail(self._fd, path)
         except BaseException:
@@ -155,7 +188,7 @@ class ResultsWriter:
 
     def write(self, record: dict) -> None:
         # The whole line in one O_APPEND write, then fsync: a kill can only tear the line being written.
-        view = memoryview((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+        view = memoryview((dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
         try:
             while view:
                 view = view[os.write(self._fd, view):]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
+from ..jsonio import JSONProblem, parse_json
 
 VIDEO_EXTS = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".gif", ".m4v", ".mpg", ".mpeg", ".wmv", ".flv")
 LIST_EXTS = (".txt", ".json", ".jsonl")
@@ -105,21 +106,25 @@ def _read_list(path: Path) -> list[dict]:
             {"video": line.strip()} for line in text.splitlines() if line.strip() and not line.startswith("#")
         ]
     elif path.suffix.lower() == ".json":
-        rows = json.loads(text)
+        rows = _parse(text, path)
     else:
         rows = []
         for n, line in enumerate(text.splitlines(), 1):
             if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise InputError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+                rows.append(_parse(line, f"{path}:{n}"))
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "video" in r for r in rows):
         raise InputError(f"{path}: expected a list of objects with a 'video' field")
     for r in rows:  # relative video paths are relative to the list file, so a list travels with its clips
         if not Path(r["video"]).is_absolute():
             r["video"] = str(path.parent / r["video"])
     return rows
+
+
+def _parse(text: str, where: object) -> object:
+    try:
+        return parse_json(text)
+    except JSONProblem as e:
+        raise InputError(f"{where}: {e}") from None
 
 
 def read_questions(path: str | Path) -> list[str]:
@@ -129,7 +134,7 @@ def read_questions(path: str | Path) -> list[str]:
         raise InputError(f"{path}: questions file not found")
     text = path.read_text(encoding="utf-8")
     if path.suffix.lower() == ".json":
-        qs = json.loads(text)
+        qs = _parse(text, path)
         if not isinstance(qs, list) or not all(isinstance(q, str) for q in qs):
             raise InputError(f"{path}: expected a JSON list of strings")
     else:

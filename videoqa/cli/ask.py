@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from ..jsonio import dumps
 from .options import add_model_options, add_prune_options, load_qa, model_spec_from_args
 
 
@@ -27,9 +27,11 @@ def run(args: argparse.Namespace) -> int:
     spec = model_spec_from_args(args)  # option errors first: they are the user's typing, found without I/O
     check_file(args.video)  # a missing clip is reported at once, not after the model has loaded
     qa = load_qa(args, spec)
+    if sys.stderr.isatty():
+        qa.scan_progress = _scan_progress
     if args.json:
         answer = qa.ask(args.video, args.question)
-        print(json.dumps(answer.to_dict()))
+        print(dumps(answer.to_dict()))
         _warn(answer.warnings)
         return 0
     answer = None
@@ -47,6 +49,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"auto: {describe(answer.decision)}", file=sys.stderr)
     print(answer.summary(), file=sys.stderr)
     return 0
+
+
+def _scan_progress(fraction: float) -> None:
+    """The content sampler's change scan, drawn on one terminal line (it can take a minute on a long clip)."""
+    end = "\n" if fraction >= 1.0 else ""
+    print(f"\rvideoqa: scanning the clip for changes: {100 * fraction:3.0f} %", end=end, file=sys.stderr,
+          flush=True)
 
 
 def _warn(warnings: list[str]) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..eval.datasets import DATASETS, load_dataset
+from ..eval.judge_http import MAX_REPLY_BYTES
 from ..eval.judges import make_judge
 from ..eval.mc_layouts import MC_BENCHMARKS
 from ..eval.protocol import OFFICIAL_DIR
@@ -51,6 +52,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
         args.judge_base_url,
         retries=args.judge_retries,
         timeout_s=args.judge_timeout,
+        max_reply_bytes=args.judge_max_bytes,
         scoring=args.scoring,
     )
     spec = model_spec_from_args(args)  # the pruning options are checked here, once
@@ -167,5 +169,7 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
                    help="official: the judge reply as Video-LLaVA's eval_video_qa.py reads it (ast.literal_eval, "
                         "int(score), 'yes'/'no' substrings); strict: our parser (dict found in prose, 'yes'/'no' "
                         "only, fractional scores kept, other replies asked again)")
+    g.add_argument("--judge-max-bytes", type=positive_int, default=MAX_REPLY_BYTES,
+                   help="bytes read of one judge reply at most; a longer one is a judge failure (default 4 MiB)")
     g.add_argument("--judge-workers", type=positive_int, default=4, help="judge requests in flight")
     g.add_argument("--judge-cache", default=None, help="judgment cache file (default: RUN/judgments.jsonl)")

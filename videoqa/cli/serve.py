@@ -74,17 +74,18 @@ def serve(args: argparse.Namespace) -> int:
     auth = parse_auth(args.auth)
     check_port(args.host, args.port)  # before gradio's import and the model load, which take a while
 
-    from ..ui.app import DEFAULT_SAMPLES, build_app, launch  # gradio is heavy: import only when serving
     if (args.share or not _is_loopback(args.host)) and auth is None:
         print("videoqa serve: warning: reachable from other machines without --auth", file=sys.stderr)
-    samples = args.samples or DEFAULT_SAMPLES
-    qa = load_qa(args)  # loaded once, shared by every session
-    # SIGTERM (service managers, docker stop) ends the server like Ctrl-C, so the cleanup below runs.
-    signal.signal(signal.SIGTERM, _interrupt)
-    # Everything Gradio writes (uploads, previews, heatmaps) goes to a folder of this process alone,
-    # removed when the server stops.
+    # Everything Gradio writes (uploads, previews, heatmaps, its own state) goes to a folder of this process
+    # alone, removed when the server stops. Gradio reads GRADIO_TEMP_DIR once, when it is imported: so first.
     with tempfile.TemporaryDirectory(prefix="videoqa-serve-") as cache:
         os.environ["GRADIO_TEMP_DIR"] = cache
+        from ..ui.app import DEFAULT_SAMPLES, build_app, launch  # gradio is heavy: import only when serving
+
+        samples = args.samples or DEFAULT_SAMPLES
+        qa = load_qa(args)  # loaded once, shared by every session
+        # SIGTERM (service managers, docker stop) ends the server like Ctrl-C, so the cleanup below runs.
+        signal.signal(signal.SIGTERM, _interrupt)
         app = build_app(qa, samples_dir=samples, cache_dir=cache)
         launch(app, host=args.host, port=args.port, share=args.share, auth=auth,
                max_file_size=args.max_file_size, queue_size=args.queue_size, samples_dir=samples)

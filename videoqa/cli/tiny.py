@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from ..models.tiny import TinySpec, make_tiny_model
+from ..models.tiny import TEXT_FAMILIES, TinySpec, make_tiny_model
 
 
 def register(sub) -> None:
@@ -15,7 +15,8 @@ def register(sub) -> None:
     p.add_argument("dir")
     p.add_argument("--seed", type=int, default=0)
     for f in fields(TinySpec):
-        p.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
+        choices = {"choices": TEXT_FAMILIES} if f.name == "family" else {}  # argparse: one line, exit 2
+        p.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default, **choices)
     p.set_defaults(func=run)
 
 

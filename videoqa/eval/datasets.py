@@ -12,13 +12,13 @@ as missing rather than dropped.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
+from ..jsonio import read_json
 
 BASE_EXTS = (".mp4", ".avi", ".mov", ".mkv")
 
@@ -121,12 +121,7 @@ def _load_json_list(path: Path, fields: tuple[str, ...]) -> list[dict]:
     naming the file, the entry (its index in the list, and its question_id) and the field."""
     if not path.is_file():
         raise InputError(f"{path}: not found")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
+    data = read_json(path, InputError)
     if not isinstance(data, list):
         raise InputError(f"{path}: expected a JSON list of objects, got {_TYPE_NAMES.get(type(data), 'a value')}")
     for i, d in enumerate(data):

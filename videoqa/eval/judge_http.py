@@ -4,6 +4,10 @@ A socket timeout only bounds the wait for the next byte, so a server that trickl
 holds a plain `urlopen(timeout=...)` for as long as it likes; so does the `openai` client's timeout (httpx's
 read timeout is per chunk too). Here a timer shuts the request's socket down when the time is up, which
 wakes the blocked read at once. urllib stays underneath, so proxies from the environment still apply.
+
+Bounded by bytes as well as time (the rule for every network read of videoqa): the body is read in chunks and
+given up once it passes `max_bytes` (or its Content-Length says it would), so a server streaming without end
+costs at most that much memory per request, not what it can send before the deadline (~1.5 GB/s locally).
 """
 
 from __future__ import annotations
@@ -11,7 +15,6 @@ from __future__ import annotations
 import email.utils
 import functools
 import http.client
-import json
 import socket
 import ssl
 import threading
@@ -19,6 +22,10 @@ import time
 import urllib.error
 import urllib.request
 
+from ..jsonio import JSONProblem, dumps, parse_json
+
+MAX_REPLY_BYTES = 4 << 20  # a chat completion of a one-line verdict is ~1 KB; 4 MiB is room for any real one
+CHUNK = 64 << 10
 
 class HTTPFailure(Exception):
     """A request that did not give a JSON reply; `retryable` tells whether asking again may help."""
@@ -123,14 +130,29 @@ def retry_after_seconds(headers) -> float | None:
         return None
 
 
+def _read_capped(resp, max_bytes: int) -> bytes:
+    """The body, or HTTPFailure as soon as it is known to be longer than `max_bytes`."""
+    too_long = HTTPFailure(f"the reply is larger than {max_bytes} bytes (--judge-max-bytes); not read")
+    declared = resp.headers.get("Content-Length") if resp.headers is not None else None
+    if declared and declared.strip().isdigit() and int(declared) > max_bytes:
+        raise too_long
+    chunks, size = [], 0
+    while chunk := resp.read(min(CHUNK, max_bytes + 1 - size)):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > max_bytes:
+            raise too_long
+    return b"".join(chunks)
+
+
 def post_json(url: str, payload: dict, headers: dict[str, str], timeout_s: float,
-              context: ssl.SSLContext | None = None) -> dict:
-    """POST `payload` as JSON and return the decoded JSON reply, all within `timeout_s` seconds. Pass one
-    `context` for many HTTPS requests: making one loads the CA store (~0.1 s)."""
+              context: ssl.SSLContext | None = None, max_bytes: int = MAX_REPLY_BYTES) -> dict:
+    """POST `payload` as JSON and return the decoded JSON reply, all within `timeout_s` seconds and `max_bytes`
+    bytes of body. Pass one `context` for many HTTPS requests: making one loads the CA store (~0.1 s)."""
     deadline = _Deadline()
     opener = urllib.request.build_opener(_HTTPHandler(deadline), _HTTPSHandler(deadline, context), _NoRedirect())
     req = urllib.request.Request(
-        url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json", **headers},
+        url, data=dumps(payload).encode(), headers={"Content-Type": "application/json", **headers},
         method="POST",
     )
     timer = threading.Timer(timeout_s, deadline.expire)
@@ -138,7 +160,7 @@ def post_json(url: str, payload: dict, headers: dict[str, str], timeout_s: float
     timer.start()
     try:
         with opener.open(req, timeout=timeout_s) as resp:
-            data = resp.read()
+            data = _read_capped(resp, max_bytes)
     except urllib.error.HTTPError as e:
         e.close()
         if 300 <= e.code < 400:  # a wrong base URL (http for https, a moved API): the user must fix it
@@ -156,6 +178,6 @@ def post_json(url: str, payload: dict, headers: dict[str, str], timeout_s: float
     if deadline.expired:
         raise HTTPFailure(f"no complete reply within {timeout_s:g} s (timed out)")
     try:
-        return json.loads(data.decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise HTTPFailure("the endpoint did not return JSON") from None
+        return parse_json(data)
+    except JSONProblem as e:  # deep nesting, huge numbers, NaN: a judge failure, never a traceback
+        raise HTTPFailure(f"the endpoint did not return usable JSON ({e})") from None

@@ -21,14 +21,16 @@ import re
 import ssl
 import sys
 import time
+import unicodedata
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from ..batch.store import write_error
+from ..batch.store import open_for_append, read_no_follow, write_error
 from ..errors import InputError
-from .judge_http import HTTPFailure, post_json
+from ..jsonio import JSONProblem, dumps, parse_json
+from .judge_http import MAX_REPLY_BYTES, HTTPFailure, post_json
 from .scoring import SCORINGS, verdict
 
 # Video-ChatGPT's judge prompt (quantitative_evaluation/evaluate_activitynet_qa.py), byte for byte as
@@ -119,7 +121,10 @@ _ARTICLES = {"a", "an", "the"}
 
 
 def normalize(text: str) -> list[str]:
-    """Lower case, punctuation to spaces, articles dropped, number words as digits -> list of words."""
+    """Unicode format characters (U+200B zero width space, U+202E right-to-left override, ...: invisible, so
+    never a difference a reader sees) removed, lower case, punctuation to spaces, articles dropped, number
+    words as digits -> list of words."""
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
     words = re.sub(r"[^\w\s]|_", " ", text.lower()).split()
     return [_NUMBER_WORDS.get(w, w) for w in words if w not in _ARTICLES]
 
@@ -168,8 +173,10 @@ class GPTJudge:
         backoff_s: float = 1.0,
         max_backoff_s: float = 30.0,
         scoring: str = "official",
+        max_reply_bytes: int = MAX_REPLY_BYTES,
     ):
         self.model = model
+        self.max_reply_bytes = max_reply_bytes
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key
         self.timeout_s = timeout_s
@@ -181,6 +188,8 @@ class GPTJudge:
             raise InputError(f"the judge timeout must be a number of seconds > 0, got {timeout_s!r}")
         if not isinstance(retries, int) or retries < 0:  # -1 would send no request and count a silent failure
             raise InputError(f"judge retries must be a whole number >= 0, got {retries!r}")
+        if not isinstance(max_reply_bytes, int) or isinstance(max_reply_bytes, bool) or max_reply_bytes < 1:
+            raise InputError(f"the judge reply limit must be a whole number of bytes >= 1, got {max_reply_bytes!r}")
         self._tls = ssl.create_default_context() if self.base_url.startswith("https:") else None
 
     def __repr__(self) -> str:  # no key here, ever
@@ -199,7 +208,8 @@ class GPTJudge:
             ],
         }
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        data = post_json(self.base_url + "/chat/completions", body, headers, self.timeout_s, self._tls)
+        data = post_json(self.base_url + "/chat/completions", body, headers, self.timeout_s, self._tls,
+                         self.max_reply_bytes)
         try:
             content = data["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
@@ -263,12 +273,12 @@ class JudgmentCache:
         self.path = Path(path)
         self._entries: dict[str, dict] = {}
         if self.path.exists():
-            data = self.path.read_bytes()
+            data = read_no_follow(self.path)
             for line in data.decode("utf-8", "replace").splitlines():
                 try:
-                    d = json.loads(line)
+                    d = parse_json(line)
                     self._entries[d["key"]] = d
-                except (json.JSONDecodeError, KeyError, TypeError):
+                except (JSONProblem, KeyError, TypeError):
                     continue  # a line torn by a kill: that judgment is redone
             if data and not data.endswith(b"\n"):
                 self._append(b"\n")  # start the next record on a line of its own
@@ -290,13 +300,16 @@ class JudgmentCache:
             return
         d = {"key": key, **j.to_dict()}
         self._entries[key] = d
-        self._append((json.dumps(d) + "\n").encode())
+        self._append((dumps(d) + "\n").encode())
 
     def _append(self, data: bytes) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "ab") as f:
-                f.write(data)
+            fd = open_for_append(self.path)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
         except OSError as e:  # a full disk: one line; the judgments cached before are kept
             raise write_error(self.path, e) from None
 
@@ -356,6 +369,7 @@ def make_judge(
     backoff_s: float = 1.0,
     timeout_s: float = 60.0,
     scoring: str = "official",
+    max_reply_bytes: int = MAX_REPLY_BYTES,
 ):
     if name == "exact":
         return ExactJudge(scoring)
@@ -371,5 +385,6 @@ def make_judge(
             backoff_s=backoff_s,
             timeout_s=timeout_s,
             scoring=scoring,
+            max_reply_bytes=max_reply_bytes,
         )
     raise InputError(f"unknown judge {name!r}; choose exact or gpt")

@@ -16,11 +16,11 @@ Ids are written as strings: the official judge keys its work by file name, so an
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..batch.store import replace_file
+from ..jsonio import dumps
 from .scoring import parse_official
 
 OFFICIAL_DIR = "official"  # under the run folder, beside our own results.json (which `videoqa report` reads)
@@ -99,7 +99,7 @@ def _write(path: Path, text: str) -> None:
 def write_audit(path: str | Path, audit: Iterable[dict]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in audit))
+    _write(path, "".join(dumps(r, ensure_ascii=False) + "\n" for r in audit))
     return path
 
 
@@ -109,6 +109,6 @@ def write_official(folder: str | Path, audit: list[dict]) -> tuple[Path, Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     merge, results = folder / "merge.jsonl", folder / "results.json"
-    _write(merge, "".join(json.dumps(r) + "\n" for r in merge_rows(audit)))
-    _write(results, json.dumps(results_json(audit)))
+    _write(merge, "".join(dumps(r) + "\n" for r in merge_rows(audit)))
+    _write(results, dumps(results_json(audit)))
     return merge, results

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from ..jsonio import read_json
 from ..models.video_llava import video_llava_7b_dims
 from ..pruning import AUTO
 from ..pruning.flops import estimate_flops
@@ -78,10 +78,9 @@ def load_results(paths) -> list[dict]:
         f = p / "results.json" if p.is_dir() else p
         if not f.is_file():
             raise InputError(f"{p}: no results.json (run `videoqa eval` first)")
-        try:
-            r = json.loads(f.read_text())
-        except json.JSONDecodeError as e:
-            raise InputError(f"{f}: not valid JSON ({e.msg})") from None
+        r = read_json(f, InputError)
+        if not isinstance(r, dict):
+            raise InputError(f"{f}: expected a JSON object (a results.json of `videoqa eval`)")
         r["run"] = str(p)
         results.append(r)
     return results

@@ -14,7 +14,6 @@ A run folder holds everything a run produced, so a re-run with the same `--out` 
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Iterable
@@ -25,6 +24,7 @@ from ..batch.run import BatchSummary, Produce, run_batch
 from ..batch.store import latest_by_key, read_records, replace_file
 from ..batch.worklist import WorkItem, prune_key
 from ..errors import IncompleteError, InputError
+from ..jsonio import dumps, read_json
 from .datasets import QADataset, check_usable, missing_warning
 from .judges import JudgeRequest, JudgmentCache, judge_all
 from .protocol import OFFICIAL_DIR, audit_rows, write_audit, write_official
@@ -62,7 +62,7 @@ def check_config(out: Path, config: dict) -> None:
     prepare_run_folder(out)
     path = out / "config.json"
     if path.exists():
-        old, new = _comparable(json.loads(path.read_text())), _comparable(config)
+        old, new = _comparable(read_json(path, InputError)), _comparable(config)
         if old != new:
             diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
             raise InputError(
@@ -70,7 +70,7 @@ def check_config(out: Path, config: dict) -> None:
                 "use another --out, or the same options to resume it"
             )
     else:
-        replace_file(path, json.dumps(config, indent=1).encode())
+        replace_file(path, dumps(config, indent=1).encode())
 
 
 def _comparable(config: dict) -> dict:
@@ -196,7 +196,7 @@ def _run_locked(ds: QADataset, out: Path, produce: Produce, judge, config: dict,
         "seconds": round(batch.seconds, 3),
         "clips_per_s": round(batch.clips_per_s, 3),
     }
-    replace_file(out / "results.json", json.dumps(result, indent=1).encode())
+    replace_file(out / "results.json", dumps(result, indent=1).encode())
     return result
 
 

@@ -20,15 +20,18 @@ import json
 import re
 from collections.abc import Iterable
 
+from ..jsonio import parse_json
+
 SCORINGS = ("official", "strict")
 
 
 def parse_official(reply: str) -> object:
     """The reply as the official script reads it: `ast.literal_eval` of the whole text, which must also be
-    storable as JSON (the official script writes it with `json.dump`). Raises ValueError otherwise."""
+    storable as JSON (the official script writes it with `json.dump`; we write no NaN or infinity, so a score
+    of 1e400 is unreadable, asked again). Raises ValueError otherwise."""
     try:
         value = ast.literal_eval(reply)
-        json.dumps(value)
+        json.dumps(value, allow_nan=False)  # not storable either: NaN / Infinity are not JSON
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         raise ValueError(f"the reply is not a Python literal: {reply[:120]!r}") from None
     return value
@@ -54,7 +57,7 @@ def parse_strict(text: str) -> tuple[str, float]:
     disagree (taking the first would be a guess)."""
     found = set()
     for m in re.finditer(r"\{[^{}]*\}", text):  # every flat dict in the reply, not only the first
-        for parse in (ast.literal_eval, json.loads):
+        for parse in (ast.literal_eval, parse_json):
             try:
                 d = parse(m.group(0))
             except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
+from ..safe_load import LOAD_KWARGS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -42,10 +43,10 @@ class Family:
     def load(self, path: str, dtype: torch.dtype, attn: str, local_only: bool) -> tuple[torch.nn.Module, Any, dict]:
         """(model, processor, transformers' loading info) of a checkpoint, on the CPU; never runs remote code."""
         model_class, processor_class = self.classes()
-        processor = processor_class.from_pretrained(path, local_files_only=local_only, trust_remote_code=False)
+        processor = processor_class.from_pretrained(path, local_files_only=local_only, **LOAD_KWARGS)
         # Mismatched shapes are reported by the caller, by name, instead of the library's RuntimeError.
         model, info = model_class.from_pretrained(
-            path, dtype=dtype, attn_implementation=attn, local_files_only=local_only, trust_remote_code=False,
+            path, dtype=dtype, attn_implementation=attn, local_files_only=local_only, **LOAD_KWARGS,
             ignore_mismatched_sizes=True, output_loading_info=True,
         )
         return model, processor, info

@@ -31,11 +31,15 @@ BASE_CORPUS = [
 ]
 
 
+# The text decoders a tiny model can be built with (transformers model_type names); the CLI's --family choices.
+TEXT_FAMILIES = ("llama", "qwen2", "mistral")
+
+
 @dataclass
 class TinySpec:
     """Sizes of a small Video-LLaVA. Defaults give a model that runs a full pipeline in well under a second."""
 
-    family: str = "llama"  # text decoder family: llama | qwen2 | mistral
+    family: str = "llama"  # text decoder family: one of TEXT_FAMILIES
     image_size: int = 64
     patch_size: int = 8
     vision_hidden: int = 32
@@ -95,6 +99,11 @@ def build_processor(tokenizer, image_size: int, patch_size: int) -> VideoLlavaPr
 
 def build_config(spec: TinySpec, vocab_size: int) -> VideoLlavaConfig:
     from transformers import AutoConfig, CLIPVisionConfig, VideoLlavaConfig
+
+    from .errors import InputError
+
+    if spec.family not in TEXT_FAMILIES:  # transformers would list every model type it knows, 13 KB
+        raise InputError(f"unknown text decoder family {spec.family!r}; choose {', '.join(TEXT_FAMILIES)}")
 
     vision = CLIPVisionConfig(
         hidden_size=spec.vision_hidden,

@@ -58,6 +58,22 @@ def frame_indices(total_frames: int, num_frames: int) -> list[int]:
 
 Pick = Callable[[int, int], list[int]]  # (frames in the file, frames wanted) -> frame numbers, ascending
 
+# Decoded frames are never held at source resolution: an 8K frame is 100 MB, 58 of them 5.8 GB, for a vision
+# tower that looks at 224 x 224. Each frame is scaled as it is decoded so its shorter side is at most this many
+# pixels (the pipeline passes max(this, its processor's shortest edge)); 448 keeps the web page's frames and
+# heatmaps legible and is twice what Video-LLaVA's processor uses. The rule for every decoder of videoqa.
+DECODE_EDGE = 448
+
+
+def decode_size(width: int, height: int, max_edge: int | None) -> tuple[int, int]:
+    """(width, height) a frame is decoded at: unchanged when its shorter side is at most `max_edge` (None: no
+    bound), else scaled to that shorter side, the aspect ratio kept (sides rounded to even pixels, as the
+    scaler wants)."""
+    if max_edge is None or min(width, height) <= max_edge:
+        return width, height
+    scale = max_edge / min(width, height)
+    return max(2, 2 * round(width * scale / 2)), max(2, 2 * round(height * scale / 2))
+
 
 def _loss(declared: float | None, read: float | None, gap: tuple[float, float] | None, fps: float,
           packets: int, decoded: int | None) -> str | None:

@@ -10,7 +10,7 @@ import numpy as np
 
 from videoqa.errors import VideoError
 from videoqa.measure import call_with_timeout
-from videoqa.video.clip import Clip, Pick, _loss, _warnings, frame_indices
+from videoqa.video.clip import DECODE_EDGE, Clip, Pick, _loss, _warnings, decode_size, frame_indices
 from videoqa.video.probe import _BackendFailed, _probe
 from videoqa.video.pyav import _first_rotation, _sample_pyav
 
@@ -32,7 +32,7 @@ def _run_with_timeout(fn, timeout_s: float):
 
 
 def _sample_decord(path: Path, num_frames: int, timeout_s: float = DECORD_TIMEOUT_S,
-                   pick: Pick = frame_indices) -> Clip:
+                   pick: Pick = frame_indices, max_edge: int | None = DECODE_EDGE) -> Clip:
     # PyAV vets the file first: decord never sees anything FFmpeg cannot open as a video.
     probed = _probe(path)
     accepted = {probed.scan.packets, probed.header_frames} - {0}
@@ -43,14 +43,16 @@ def _sample_decord(path: Path, num_frames: int, timeout_s: float = DECORD_TIMEOU
     if rotation is None:  # corrupt input is where decord crashes: never hand it over
         raise VideoError(path, "no decodable video frame (truncated or corrupt file)")
     if rotation:  # decord turns some display matrices itself, garbles others (90 degrees), ignores Matroska's
-        return _sample_pyav(path, num_frames, pick=pick)
+        return _sample_pyav(path, num_frames, pick=pick, max_edge=max_edge)
     try:
         import decord
     except ImportError as e:
         raise _BackendFailed("decord is not installed") from e
 
     def work():
-        reader = decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=0)
+        width, height = decode_size(info.width, info.height, max_edge)
+        scaled = {} if (width, height) == (info.width, info.height) else {"width": width, "height": height}
+        reader = decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=0, **scaled)
         count = len(reader)
         if count not in accepted:
             return count, None, None

@@ -11,7 +11,7 @@ import av
 import numpy as np
 
 from videoqa.errors import Cancelled, VideoError
-from videoqa.video.clip import Clip, Pick, _loss, _warnings, frame_indices
+from videoqa.video.clip import DECODE_EDGE, Clip, Pick, _loss, _warnings, decode_size, frame_indices
 from videoqa.video.probe import _BackendFailed, _open, _probe, _Scan, _video_stream
 
 
@@ -44,11 +44,16 @@ class _Frame(NamedTuple):
     rotation: int  # counter-clockwise degrees it was turned: -180, -90, 0, 90 or 180
 
 
-def _upright(frame: av.VideoFrame) -> _Frame:
-    """The frame in RGB as a player shows it. FFmpeg attaches the container's display matrix to every
-    decoded frame; `frame.rotation` is its counter-clockwise angle, the direction np.rot90 turns."""
+def _upright(frame: av.VideoFrame, max_edge: int | None = DECODE_EDGE) -> _Frame:
+    """The frame in RGB as a player shows it, its shorter side at most `max_edge` (clip.DECODE_EDGE). FFmpeg
+    attaches the container's display matrix to every decoded frame; `frame.rotation` is its counter-clockwise
+    angle, the direction np.rot90 turns."""
     quarters = round(frame.rotation / 90)
-    rgb = frame.to_ndarray(format="rgb24")
+    width, height = decode_size(frame.width, frame.height, max_edge)
+    if (width, height) == (frame.width, frame.height):
+        rgb = frame.to_ndarray(format="rgb24")
+    else:  # scaled by swscale straight from the decoder's planes: no full-size RGB copy is ever made
+        rgb = frame.to_ndarray(format="rgb24", width=width, height=height, interpolation="AREA")
     return _Frame(np.rot90(rgb, quarters) if quarters % 4 else rgb, frame.pts, quarters * 90)
 
 
@@ -63,8 +68,8 @@ def _open_stream(path: Path):
     return container, stream
 
 
-def _decode_in_order(path: Path, wanted: set[int], cancel: Callable[[], bool] | None = None
-                     ) -> tuple[dict[int, _Frame], int]:
+def _decode_in_order(path: Path, wanted: set[int], cancel: Callable[[], bool] | None = None,
+                     max_edge: int | None = DECODE_EDGE) -> tuple[dict[int, _Frame], int]:
     """Decode every frame, keeping RGB copies of the ``wanted`` ones. Returns (kept, frames decoded)."""
     kept: dict[int, _Frame] = {}
     count = 0
@@ -72,13 +77,13 @@ def _decode_in_order(path: Path, wanted: set[int], cancel: Callable[[], bool] | 
     with container:
         for frame in _frames(container, stream, cancel):
             if count in wanted:
-                kept[count] = _upright(frame)
+                kept[count] = _upright(frame, max_edge)
             count += 1
     return kept, count
 
 
-def _decode_seeking(path: Path, scan: _Scan, wanted: list[int], cancel: Callable[[], bool] | None = None
-                    ) -> dict[int, _Frame] | None:
+def _decode_seeking(path: Path, scan: _Scan, wanted: list[int], cancel: Callable[[], bool] | None = None,
+                    max_edge: int | None = DECODE_EDGE) -> dict[int, _Frame] | None:
     """Fetch the wanted frames by pts, seeking to a keyframe whenever that skips decoding.
 
     Returns None when any wanted frame does not come out of the decoder with its demuxed pts (then the
@@ -105,12 +110,12 @@ def _decode_seeking(path: Path, scan: _Scan, wanted: list[int], cancel: Callable
                 return None
             if position != target:
                 return None
-            kept[index] = _upright(frame)
+            kept[index] = _upright(frame, max_edge)
     return kept
 
 
 def _sample_pyav(path: Path, num_frames: int, allow_seek: bool = True, pick: Pick = frame_indices,
-                 cancel: Callable[[], bool] | None = None) -> Clip:
+                 cancel: Callable[[], bool] | None = None, max_edge: int | None = DECODE_EDGE) -> Clip:
     probed = _probe(path)
     scan, info, tb = probed.scan, probed.info, probed.tb
     estimate = info.total_frames
@@ -130,10 +135,10 @@ def _sample_pyav(path: Path, num_frames: int, allow_seek: bool = True, pick: Pic
     decoded = None  # frames the decoder gave, when every frame was decoded
     if can_seek:
         wanted = pick(total, num_frames)
-        kept = _decode_seeking(path, scan, wanted, cancel)
+        kept = _decode_seeking(path, scan, wanted, cancel, max_edge)
     if kept is None:
         wanted = pick(estimate, num_frames)
-        kept, total = _decode_in_order(path, set(wanted), cancel)
+        kept, total = _decode_in_order(path, set(wanted), cancel, max_edge)
         decoded = total
         if total == 0:
             # Both backends decode with FFmpeg: if it yields nothing, decord cannot do better (and
@@ -142,7 +147,7 @@ def _sample_pyav(path: Path, num_frames: int, allow_seek: bool = True, pick: Pic
         if total != estimate:
             wanted = pick(total, num_frames)
             if not set(wanted) <= kept.keys():
-                kept, recount = _decode_in_order(path, set(wanted), cancel)
+                kept, recount = _decode_in_order(path, set(wanted), cancel, max_edge)
                 if recount != total or not set(wanted) <= kept.keys():
                     raise _BackendFailed(f"decoder yields {total} frames, then {recount}: unstable stream")
 

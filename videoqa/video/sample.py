@@ -10,8 +10,8 @@ from pathlib import Path
 import av
 
 from videoqa.errors import Cancelled, InputError, VideoError
-from videoqa.video.changes import ChangeScan, content_indices, scan_changes
-from videoqa.video.clip import Clip, Pick, frame_indices
+from videoqa.video.changes import SCAN_BUDGET_S, ChangeScan, ScanOverBudget, content_indices, scan_changes
+from videoqa.video.clip import DECODE_EDGE, Clip, Pick, frame_indices
 from videoqa.video.decord_backend import _sample_decord
 from videoqa.video.probe import _BackendFailed
 from videoqa.video.pyav import _sample_pyav
@@ -21,14 +21,14 @@ BACKENDS = ("auto", "pyav", "decord")
 
 
 def _run_backend(name: str, path: Path, num_frames: int, pick: Pick = frame_indices,
-                 cancel: Callable[[], bool] | None = None) -> Clip:
+                 cancel: Callable[[], bool] | None = None, max_edge: int | None = DECODE_EDGE) -> Clip:
     """One backend, no fallback. Raises VideoError (bad input) or _BackendFailed (could not decode)."""
     if cancel is not None and cancel():
         raise Cancelled("decoding frames")
     try:
         if name == "pyav":
-            return _sample_pyav(path, num_frames, pick=pick, cancel=cancel)
-        return _sample_decord(path, num_frames, pick=pick)
+            return _sample_pyav(path, num_frames, pick=pick, cancel=cancel, max_edge=max_edge)
+        return _sample_decord(path, num_frames, pick=pick, max_edge=max_edge)
     except (VideoError, _BackendFailed):
         raise
     except av.FFmpegError as e:  # anything FFmpeg raised that the paths above did not expect
@@ -45,7 +45,8 @@ def _content_pick(changes: ChangeScan, total: int, num_frames: int) -> list[int]
 
 
 def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto", sampler: str = "uniform",
-                  cancel: Callable[[], bool] | None = None) -> Clip:
+                  cancel: Callable[[], bool] | None = None, scan_budget_s: float | None = SCAN_BUDGET_S,
+                  progress: Callable[[float], None] | None = None, max_edge: int | None = DECODE_EDGE) -> Clip:
     """Sample ``num_frames`` frames over the whole clip (see module docstring).
 
     ``backend``: "auto" (PyAV, then decord if PyAV cannot decode the file), "pyav" or "decord" (that one
@@ -54,7 +55,10 @@ def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto", 
     videoqa/video/changes.py). ``Clip.sampler`` says which chose the frames: a content request on a file
     whose decoders disagree on the frame count falls back to uniform, with a warning. Raises VideoError for
     any unusable file, InputError for bad arguments. ``cancel``: asked between frames (PyAV) and before each
-    backend; True stops with Cancelled.
+    backend and, for the content sampler, between the frames of its change scan; True stops with Cancelled.
+    The scan stops after ``scan_budget_s`` seconds (None: never), and the frames are then uniform, with a
+    warning saying so; ``progress(fraction)`` follows the scan. Frames are scaled as they are decoded so their
+    shorter side is at most ``max_edge`` pixels (video/clip.py's DECODE_EDGE; None: source resolution).
     """
     if backend not in BACKENDS:
         raise InputError(f"unknown video backend {backend!r} (choose from {', '.join(BACKENDS)})")
@@ -63,18 +67,24 @@ def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto", 
         raise InputError(f"num_frames must be a positive integer, got {num_frames!r}")
     path = Path(path)
     pick: Pick = frame_indices
+    changes, notice = None, None
     if sampler == "content":
-        changes = scan_changes(path)
-        pick = partial(_content_pick, changes)
+        try:
+            changes = scan_changes(path, cancel=cancel, budget_s=scan_budget_s, progress=progress)
+            pick = partial(_content_pick, changes)
+        except ScanOverBudget as e:
+            notice = f"frames chosen uniformly: {e}"
     order = ["pyav", "decord"] if backend == "auto" else [backend]
     failures = []
     for name in order:
         try:
-            clip = _run_backend(name, path, num_frames, pick, cancel)
+            clip = _run_backend(name, path, num_frames, pick, cancel, max_edge)
         except _BackendFailed as e:
             failures.append(str(e)[:160])
             continue
-        if sampler == "content":
+        if notice:
+            clip.warnings.append(notice)
+        elif changes is not None:
             if clip.info.total_frames == changes.n_frames:
                 clip.sampler = "content"
             else:
