@@ -10,7 +10,7 @@ import tracemalloc
 from http.server import BaseHTTPRequestHandler
 
 import pytest
-from fake_judge import LoopbackServer
+from helpers.fake_judge import LoopbackServer
 
 from videoqa.eval.judges import GPTJudge
 from videoqa.eval.scoring import aggregate

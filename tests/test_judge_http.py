@@ -9,7 +9,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from fake_judge import LoopbackServer
+from helpers.fake_judge import LoopbackServer
 
 from videoqa.eval.judge_http import retry_after_seconds
 from videoqa.eval.judges import GPTJudge
