@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import shutil
 
-import clipgen
 import numpy as np
 import pytest
+from helpers import clipgen
 
 from videoqa.clip_cache import CLIP_CACHE_BYTES, frames_bytes
 from videoqa.pruning import PruneConfig

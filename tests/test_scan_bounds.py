@@ -5,8 +5,8 @@ once a second of work, it has a time budget with a documented fallback, and it r
 
 from __future__ import annotations
 
-import clipgen
 import pytest
+from helpers import clipgen
 
 from videoqa.errors import Cancelled
 from videoqa.video import frame_indices, sample, sample_frames

@@ -100,7 +100,7 @@ def build_processor(tokenizer, image_size: int, patch_size: int) -> VideoLlavaPr
 def build_config(spec: TinySpec, vocab_size: int) -> VideoLlavaConfig:
     from transformers import AutoConfig, CLIPVisionConfig, VideoLlavaConfig
 
-    from .errors import InputError
+    from ..errors import InputError
 
     if spec.family not in TEXT_FAMILIES:  # transformers would list every model type it knows, 13 KB
         raise InputError(f"unknown text decoder family {spec.family!r}; choose {', '.join(TEXT_FAMILIES)}")
