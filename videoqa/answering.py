@@ -101,7 +101,9 @@ def assemble(setting: Setting, requests: list[Request], run: BatchRun, new_ids: 
             encode_cached=req.encode_cached, device=setting.device, dtype=setting.dtype,
             history_dropped=req.history_dropped,
         )
-        flops = estimate_flops(setting.dims, len(req.ids) - len(req.visual), n_vis, len(kept_idx), req.cfg.layer)
+        # A method sampling fewer frames is measured against the frames R was applied to (all unpruned).
+        full = n_vis if req.plan.full_frames is None else req.plan.full_frames * req.enc.layout.tokens_per_frame
+        flops = estimate_flops(setting.dims, len(req.ids) - len(req.visual), full, len(kept_idx), req.cfg.layer)
         text = setting.tokenizer.decode(new_ids[i], skip_special_tokens=True).strip()
         answers.append(Answer(text=text, question=req.question, clip=req.clip, kept=kept, decision=req.plan.decision,
                               stats=stats, flops=flops, prune=req.cfg, prompt=setting.prompt))

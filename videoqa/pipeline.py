@@ -28,7 +28,7 @@ from .model_policy import model_policy, set_on_pipeline
 from .prompt_tokens import expand_video_slot, prompt_ids
 from .pruning import Acts, EncodedVideo, PruneConfig, Selection, keep_count
 from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, check_context, fits_context, largest
-from .pruning.planner import Plan, plan
+from .pruning.planner import Plan, fewer_frames, plan
 from .request import Collated, Request, collate
 from .video import Clip, probe_video, sample_frames
 from .video.changes import SCAN_BUDGET_S
@@ -202,6 +202,10 @@ class VideoQA:
         text_ids = self.prompt_ids(question.strip(), history[len(history) - kept_turns:])
         n_text = len(text_ids) - 1
         planned = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share)
+        if isinstance(video, Clip) and planned.full_frames is not None:  # fewer of the given clip's frames
+            if not cfg.adaptive:
+                planned = fewer_frames(self.dims.tokens_per_frame, len(video.frames), float(cfg.r))
+            video = video.subsample(planned.frames)
         n_frames = len(video.frames) if isinstance(video, Clip) else planned.frames
         check_context(self.dims, n_frames, n_text, cfg, planned.r, min(max_new, ANSWER_RESERVE))
         clip, t_sample = self.sample(video, n_frames, sampler, cancel)

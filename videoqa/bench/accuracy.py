@@ -23,6 +23,7 @@ from ..pruning import AUTO, REGISTRY, PruneConfig
 RATIOS = (0.25, 0.5, 0.75, 0.9)
 FASTVID_RATIOS = (0.5, 0.75, 0.9, 0.95)
 METHODS = ("fastv", "vispruner", "random")
+OTHER_RATIOS = (0.5, 0.75, 0.9)  # every other registered method, with its defaults (issue 33's ratios)
 
 
 def held_out_split(root: Path, n_clips: int, seed: int = 0) -> Path:
@@ -52,6 +53,11 @@ def configs(k: int) -> list[PruneConfig]:
     out.append(PruneConfig(method="fastvid", r="auto"))
     out += [PruneConfig(method="fastvid", r=r, keep_positions=False) for r in FASTVID_RATIOS]
     out.append(PruneConfig(method="fastvid", r=0.9, context_share=1.0))
+    # Every other registered method (VisionZip, DivPrune, ..., and the pool and frames baselines) at its
+    # defaults, so a method registered later has its rows without an edit here.
+    for method in REGISTRY.names():
+        if method not in ("none", "fastvid", *METHODS):
+            out += [PruneConfig(method=method, r=r) for r in OTHER_RATIOS]
     return out
 
 

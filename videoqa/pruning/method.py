@@ -111,7 +111,7 @@ class Selection:
     visual: Tensor  # [n_kept, d_llm]: the kept tokens' features, or their merged features (FastVID)
     scores: list[float] | None = None  # a score per visual token, for heatmaps
     details: dict = field(default_factory=dict)
-    absorbed: list[list[int]] | None = None  # FastVID: per kept token, the tokens merged into it
+    absorbed: list[list[int]] | None = None  # methods that merge: per kept token, the tokens merged into it
 
 
 # (the encoded clip, how many visual tokens to keep, the method's options) -> what the LLM will see
@@ -140,6 +140,9 @@ class Method:
     plan: PlanFn | None = None
     check: CheckFn | None = None
     layer_option: str | None = None  # inside the LLM: the option that names its (first) layer K
+    # Samples fewer frames instead of pruning tokens (the `frames` baseline): the planner plans
+    # round(kept tokens / tokens per frame) frames and R=0 inside (pruning/planner.py, `fewer_frames`).
+    reduces_frames: bool = False
 
     def __post_init__(self):
         if (self.acts is Acts.BEFORE_LLM) != (self.select is not None):

@@ -10,6 +10,7 @@ from .adaptive import AdaptivePolicy, Decision, decide
 from .base import ModelDims
 from .budget import ANSWER_RESERVE, only_kept_count
 from .config import PruneConfig
+from .shared import keep_count
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,14 @@ class Plan:
     frames: int
     r: float
     decision: Decision | None = None
+    full_frames: int | None = None  # a method sampling fewer frames: the frames R was applied to
+
+
+def fewer_frames(tokens_per_frame: int, frames: int, r: float, decision: Decision | None = None) -> Plan:
+    """The plan of a method that samples fewer frames at R (the `frames` baseline): as many frames as the tokens
+    R keeps of `frames` frames fill, at least one, each seen whole (R=0 inside)."""
+    kept = keep_count(frames * tokens_per_frame, r)
+    return Plan(max(1, round(kept / tokens_per_frame)), 0.0, decision, full_frames=frames)
 
 
 def plan(dims: ModelDims, cfg: PruneConfig, n_text: int, duration_s: float | None, frames: int | None,
@@ -35,5 +44,9 @@ def plan(dims: ModelDims, cfg: PruneConfig, n_text: int, duration_s: float | Non
         decision = decide(duration_s, dims, n_text, free, k=cfg.layer or 0, frames=frames,
                           policy=replace(policy, new_tokens=reserve), share=share,
                           renumbered=only_kept_count(cfg))
-        return Plan(decision.frames, decision.r, decision)
-    return Plan(frames or policy.base_frames, 0.0 if cfg.layer is None else float(cfg.r))
+        planned = Plan(decision.frames, decision.r, decision)
+    else:
+        planned = Plan(frames or policy.base_frames, 0.0 if cfg.layer is None else float(cfg.r))
+    if cfg.method_spec.reduces_frames:
+        return fewer_frames(dims.tokens_per_frame, planned.frames, planned.r, planned.decision)
+    return planned

@@ -70,9 +70,23 @@ class Registry:
 
 
 def _builtins() -> tuple[Method, ...]:
-    from .methods import fastv, fastvid, none, random, vispruner
+    from .methods import (
+        divprune,
+        fastv,
+        fastvid,
+        flashvid,
+        frames,
+        holitom,
+        none,
+        pool,
+        random,
+        vidcom2,
+        visionzip,
+        vispruner,
+    )
 
-    return none.METHOD, fastv.METHOD, vispruner.METHOD, random.METHOD, fastvid.METHOD
+    return (none.METHOD, fastv.METHOD, vispruner.METHOD, random.METHOD, fastvid.METHOD, visionzip.METHOD,
+            divprune.METHOD, holitom.METHOD, vidcom2.METHOD, flashvid.METHOD, pool.METHOD, frames.METHOD)
 
 
 REGISTRY = Registry(_builtins())

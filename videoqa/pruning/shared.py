@@ -1,7 +1,17 @@
-"""Pieces every method may use (no method imports another's helpers): how many tokens R keeps, and how a
-budget is split over frames."""
+"""Pieces every method may use (no method imports another's helpers): how many tokens R keeps, how a
+budget is split over frames, the [CLS] rule, shape checks, merged selections and density peaks.
+
+Importable without torch (the declarations in each method's __init__.py import from here); the functions
+that compute import it when called."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .base import VisualLayout
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 def keep_count(n_visual: int, r: float) -> int:
@@ -16,3 +26,78 @@ def frame_budgets(keep: int, n_frames: int) -> list[int]:
     base, rem = divmod(keep, n_frames)
     extra = {i * n_frames // rem for i in range(rem)} if rem else set()
     return [base + (f in extra) for f in range(n_frames)]
+
+
+def cls_and_patch_budgets(layout: VisualLayout, keep: int) -> tuple[list[int], list[int]]:
+    """The [CLS] tokens kept and each frame's patch budget, for `keep` tokens of the clip.
+
+    The rule of VisPruner and FastVID here: a frame's [CLS] (Video-LLaVA's frame summary, always seen in
+    training) is kept whenever its frame's share of `keep` is at least one, and counts against that share.
+    A tower without [CLS] (layout.has_cls False) gives every frame its whole share in patches."""
+    budgets = frame_budgets(keep, layout.n_frames)
+    t = layout.tokens_per_frame
+    cls = [f * t for f, b in enumerate(budgets) if layout.has_cls and b > 0]
+    return cls, [b - int(layout.has_cls and b > 0) for b in budgets]
+
+
+def check_shapes(layout: VisualLayout, keep: int, *tensors: Tensor) -> None:
+    """Refuse tensors whose first two dims are not (frames, tokens per frame), or a `keep` out of range."""
+    shape = (layout.n_frames, layout.tokens_per_frame)
+    for x in tensors:
+        if tuple(x.shape[:2]) != shape:
+            raise ValueError(f"a tensor of shape {tuple(x.shape)} does not match the layout "
+                             f"({shape[0]} frames x {shape[1]} tokens)")
+    if not 0 <= keep <= layout.n_tokens:
+        raise ValueError(f"keep must be in [0, {layout.n_tokens}], got {keep}")
+
+
+def patch_inputs(layout: VisualLayout, keep: int, features: Tensor,
+                 attention: Tensor) -> tuple[Tensor, Tensor, list[int], list[int]]:
+    """Checked inputs of a method that works on patches under the [CLS] rule: the patches' features [F, N, d] and
+    attention [F, N] in float32, the [CLS] tokens kept and each frame's patch budget."""
+    check_shapes(layout, keep, features, attention)
+    first = int(layout.has_cls)
+    return (features[:, first:].float(), attention[:, first:].float(), *cls_and_patch_budgets(layout, keep))
+
+
+def merged_selection(out: dict, features: Tensor) -> tuple[list[int], Tensor, list[list[int]]]:
+    """{visual-span index: (feature, absorbed indices)} -> kept indices (ascending), their features [n, d] in the
+    dtype of `features`, and what each absorbed."""
+    import torch
+
+    kept = sorted(out)
+    if not kept:
+        return [], features.reshape(-1, features.shape[-1])[:0], []
+    return kept, torch.stack([out[i][0] for i in kept]).to(features.dtype), [out[i][1] for i in kept]
+
+
+def density_peaks(x: Tensor, n_pick: int, k: int = 4) -> Tensor:
+    """Indices (ascending) of the `n_pick` rows of x [N, D] with the highest density-peak score."""
+    import torch
+
+    n, d = x.shape
+    if n_pick >= n:
+        return torch.arange(n, device=x.device)
+    if n_pick <= 0:
+        return torch.arange(0, device=x.device)
+    dist = torch.cdist(x[None].float(), x[None].float())[0] / d**0.5
+    nearest = dist.topk(min(k, n), dim=-1, largest=False).values
+    density = (-(nearest**2).mean(dim=-1)).exp()
+    idx = torch.arange(n, device=x.device)
+    denser = (density[None, :] > density[:, None]) | (
+        (density[None, :] == density[:, None]) & (idx[None, :] < idx[:, None])
+    )  # denser[i, j]: j is denser than i
+    parent = torch.where(denser, dist, dist.max()).min(dim=-1).values  # the densest point gets the max
+    score = parent * density
+    return torch.sort(score, descending=True, stable=True).indices[:n_pick].sort().values
+
+
+def dpc_clusters(x: Tensor, n_clusters: int, k: int) -> tuple[Tensor, Tensor]:
+    """Density-peak centres (ascending local indices) of x [n, d] and each row's cluster (nearest centre)."""
+    import torch
+
+    centres = density_peaks(x, n_clusters, min(k, n_clusters))
+    dist = torch.cdist(x[None].float(), x[centres][None].float())[0]
+    assign = dist.argmin(dim=1)
+    assign[centres] = torch.arange(centres.numel())
+    return centres, assign

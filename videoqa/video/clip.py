@@ -4,7 +4,7 @@ could not give (see the package docstring)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -26,6 +26,12 @@ class Clip:
     def distinct_frames(self) -> int:
         """How many different frames of the file the sampled frames are (repeats counted once)."""
         return len(set(self.indices))
+
+    def subsample(self, num_frames: int) -> Clip:
+        """`num_frames` of this clip's frames, evenly spaced as `frame_indices` places them in a file."""
+        pick = frame_indices(len(self.frames), num_frames)
+        return replace(self, frames=self.frames[pick], indices=[self.indices[i] for i in pick],
+                       timestamps=[self.timestamps[i] for i in pick])
 
     def to_dict(self) -> dict:
         """JSON-able summary (no pixel data)."""

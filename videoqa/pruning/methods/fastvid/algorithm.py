@@ -47,7 +47,7 @@ import torch
 from torch import Tensor
 
 from ...base import VisualLayout
-from ...shared import frame_budgets
+from ...shared import density_peaks, frame_budgets
 
 
 @dataclass(frozen=True)
@@ -114,25 +114,6 @@ def segment_counts(budget: int, n_frames: int, n_patches: int, context_share: fl
         salient[i] += extra
         excess -= extra
     return salient, context
-
-
-def density_peaks(x: Tensor, n_pick: int, k: int = 4) -> Tensor:
-    """Indices (ascending) of the `n_pick` rows of x [N, D] with the highest density-peak score."""
-    n, d = x.shape
-    if n_pick >= n:
-        return torch.arange(n, device=x.device)
-    if n_pick <= 0:
-        return torch.arange(0, device=x.device)
-    dist = torch.cdist(x[None].float(), x[None].float())[0] / d**0.5
-    nearest = dist.topk(min(k, n), dim=-1, largest=False).values
-    density = (-(nearest**2).mean(dim=-1)).exp()
-    idx = torch.arange(n, device=x.device)
-    denser = (density[None, :] > density[:, None]) | (
-        (density[None, :] == density[:, None]) & (idx[None, :] < idx[:, None])
-    )  # denser[i, j]: j is denser than i
-    parent = torch.where(denser, dist, dist.max()).min(dim=-1).values  # the densest point gets the max
-    score = parent * density
-    return torch.sort(score, descending=True, stable=True).indices[:n_pick].sort().values
 
 
 def merge_into(flat: Tensor, normed: Tensor, targets: Tensor, members: Tensor,
