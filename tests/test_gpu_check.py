@@ -28,7 +28,8 @@ GROUPS = ["prefill == HF forward", "FastV kept set vs fp32 eager reference (8 fr
           "left-padded batch of 2", "kernel sdpa", "kernel eager", "kernel flash_attention_2",
           "memory model: 8 frames, none", "memory model: 8 frames, FastV auto", "memory model: 15 frames, none",
           "memory model: 15 frames, FastV auto", "prefill time/FLOPs, 8 frames, fastv R=0.50",
-          "prefill time/FLOPs, 15 frames, fastv R=0.50", "end-to-end ask", "decode: static / compiled vs eager"]
+          "prefill time/FLOPs, 15 frames, fastv R=0.50", "end-to-end ask", "decode: static / compiled vs eager",
+          "video tower: temporal attention / -hf"]
 
 
 @pytest.mark.slow
@@ -66,7 +67,12 @@ def test_gpu_check_dry_run(tmp_path):
 
     md = (tmp_path / "out" / "gpu_check.md").read_text()
     assert md.count("\n| ") - md.count("\n|---") >= len(checks)
-    for title in ("Prefill: time vs FLOPs", "Decode ms/token", "One answer by stage"):
+    # built as the published model: the video tower has LanguageBind's temporal attention; its cost is a row
+    assert report["target"]["shapes"]["vision"]["temporal_attention"] is True
+    tower = checks["video tower: temporal attention / -hf"]["figures"]
+    assert tower["flops_ratio"] > 1 and tower["seconds_temporal"] > 0 < tower["seconds_hf"]
+    for title in ("Prefill: time vs FLOPs", "Decode ms/token", "One answer by stage",
+                  "Video tower: temporal attention's cost (8 frames)"):
         assert f"## {title}" in md
     decode = md.split("## Decode ms/token")[1]
     assert "| 8 | fastv | 2 | 0.50 |" in decode and "| 15 | none |" in decode

@@ -48,6 +48,7 @@ def run_main(argv: list[str]) -> str:
     ["batch", "--help"],
     ["make-tiny-model", "--help"],
     ["bench", "--help"],
+    ["convert", "video-llava", "--help"],
     ["batch", CLIP, "--question", "q", "--out", "o.jsonl", "--bogus"],
 ])
 def test_help_and_argument_errors_import_no_heavy_library(tmp_path, argv):
@@ -60,6 +61,7 @@ def test_help_and_argument_errors_import_no_heavy_library(tmp_path, argv):
     (["batch", CLIP, "--questions", "missing.txt", "--out", "o.jsonl"], "missing.txt: questions file not found"),
     (["ask", "missing.mp4", "q"], "missing.mp4: file not found"),
     (["eval", "--dataset", "msvd", "--root", "missing"], "missing"),
+    (["convert", "video-llava", "missing", "tower", "out"], "missing: no such folder"),
 ])
 def test_a_missing_input_is_reported_before_the_model_libraries_load(tmp_path, argv, msg):
     heavy, code, err = probe(run_main(argv), tmp_path)

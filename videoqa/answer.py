@@ -36,6 +36,7 @@ class Stats:
     encode_cached: bool
     device: str
     dtype: str
+    temporal_attention: bool = False  # the video tower lets frames attend to each other (published Video-LLaVA)
     history_dropped: int = 0  # oldest (question, answer) turns the model did not see: they left no room for the frames
 
 
@@ -89,4 +90,5 @@ class Answer:
             f"| sample {s.t_sample:.2f}s encode {s.t_encode:.2f}s"
             f"{' (cached)' if s.encode_cached else ''} prefill {s.t_prefill:.2f}s generate {s.t_generate:.2f}s "
             f"| {s.new_tokens} tokens, {s.tokens_per_s:.1f} tok/s"
+            f"{' | tower: temporal attention' if s.temporal_attention else ''}"
         )

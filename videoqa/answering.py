@@ -72,6 +72,7 @@ class Setting:
     device: str
     dtype: str  # "float32", "bfloat16", ...
     prompt: str  # the prompt template's name
+    temporal_attention: bool = False  # the video tower lets frames attend to each other (published Video-LLaVA)
 
 
 def assemble(setting: Setting, requests: list[Request], run: BatchRun, new_ids: list[list[int]]) -> list[Answer]:
@@ -99,7 +100,7 @@ def assemble(setting: Setting, requests: list[Request], run: BatchRun, new_ids: 
             tokens_per_s=len(new_ids[i]) / run.t_generate if run.t_generate > 0 else 0.0,
             peak_memory_bytes=peak, peak_memory_kind=kind, cache_bytes=run.cache_bytes // len(requests),
             encode_cached=req.encode_cached, device=setting.device, dtype=setting.dtype,
-            history_dropped=req.history_dropped,
+            history_dropped=req.history_dropped, temporal_attention=setting.temporal_attention,
         )
         # A method sampling fewer frames is measured against the frames R was applied to (all unpruned).
         full = n_vis if req.plan.full_frames is None else req.plan.full_frames * req.enc.layout.tokens_per_frame

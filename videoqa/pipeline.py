@@ -308,8 +308,11 @@ class VideoQA:
                        visual_offsets=state.visual_offsets, t_rank=state.t_rank,
                        cache_bytes=llm.cache_bytes(state.cache), t_prefill=t_prefill, t_generate=t_generate,
                        peak=peak, t_end=self.clock())
+        from .models.languagebind import has_temporal_attention
+
+        tower = getattr(getattr(self.model, "model", None), "video_tower", None)
         setting = Setting(self.processor.tokenizer, self.dims, str(self.device),
-                          str(self.dtype).removeprefix("torch."), self.prompt)
+                          str(self.dtype).removeprefix("torch."), self.prompt, has_temporal_attention(tower))
         return assemble(setting, requests, run, new_ids)
 
     # -- public API ---------------------------------------------------------------------------------

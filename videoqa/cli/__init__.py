@@ -15,7 +15,7 @@ from ..errors import VideoQAError
 
 # Subcommand modules of this package. Each defines `register(subparsers)`, which adds its parser(s) and
 # sets `func`. They keep heavy imports (torch, gradio, ray) inside functions so `--help` stays fast.
-COMMANDS = ("ask", "tiny", "bench", "batch", "eval", "serve")
+COMMANDS = ("ask", "tiny", "convert", "bench", "batch", "eval", "serve")
 
 
 class Parser(argparse.ArgumentParser):

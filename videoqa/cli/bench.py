@@ -1,4 +1,5 @@
-"""`videoqa bench [llm] [frames] [video] [accuracy] [long]`: what pruning buys, measured, next to the FLOPs formula.
+"""`videoqa bench [llm] [frames] [video] [accuracy] [long] [tower]`: what pruning buys, measured, next to the FLOPs
+formula (tower: what the published tower's temporal attention costs).
 
 Each suite prints one markdown table; `--out` also writes them to a file.
 """
@@ -10,7 +11,7 @@ import argparse
 from ..bench.setup import PRESETS, Setup
 from .options import positive_int
 
-SUITES = ("llm", "frames", "video", "accuracy", "long")
+SUITES = ("llm", "frames", "video", "accuracy", "long", "tower")
 
 
 def register(sub) -> None:
@@ -76,6 +77,10 @@ def suite_text(suite: str, args: argparse.Namespace) -> str:
         from ..bench.llm import run_frames
 
         return run_frames(setup, k, args.repeats)
+    if suite == "tower":
+        from ..bench.tower import run_tower
+
+        return run_tower(args.device, args.dtype, args.repeats)
     if suite == "video":
         from ..bench.video import run_video
 

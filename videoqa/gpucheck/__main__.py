@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         ("prefill speed", lambda: speed.prefill_speed(qa, target, report)),
         ("answer stages", lambda: speed.answer_stages(qa, target, report)),
         ("decode speed", lambda: speed.decode_speed(qa, target, report)),
+        ("tower speed", lambda: speed.tower_speed(qa, target, report)),
     ]:
         _step(report, name, fn, out)
     report.write(out)

@@ -10,6 +10,7 @@ import torch
 
 from ..measure import device_clock
 from ..models import VideoLlava
+from ..models.languagebind import add_temporal_tower, encoder_layers, has_temporal_attention
 from ..models.tiny import PAD_ID, TinySpec, build_processor, build_tokenizer
 from ..models.tiny import build_config as tiny_config
 
@@ -64,6 +65,10 @@ def build_qa(target: Target):
     torch.manual_seed(0)
     with torch.device(target.device):
         model = FAMILY.classes()[0]._from_config(cfg, dtype=target.dtype, attn_implementation="sdpa")
+    # the published Video-LLaVA's tower: LanguageBind's temporal attention in every layer (random weights too)
+    add_temporal_tower(model, 8)
+    for layer in encoder_layers(model.model.video_tower):
+        torch.nn.init.normal_(layer.temporal_embedding, std=layer.embed_dim ** -0.5)
     model.eval().requires_grad_(False)
     model.generation_config.pad_token_id = PAD_ID
     model.generation_config.eos_token_id = None  # random weights: always decode the full length
@@ -82,7 +87,8 @@ def shapes_of(qa) -> dict:
                      "heads": t.num_attention_heads, "kv_heads": t.num_key_value_heads,
                      "context": t.max_position_embeddings, "vocab": t.vocab_size},
             "vision": {"layers": v.num_hidden_layers, "hidden": v.hidden_size, "image": v.image_size,
-                       "patch": v.patch_size, "tokens_per_frame": (v.image_size // v.patch_size) ** 2 + 1},
+                       "patch": v.patch_size, "tokens_per_frame": (v.image_size // v.patch_size) ** 2 + 1,
+                       "temporal_attention": has_temporal_attention(qa.model.model.video_tower)},
             "params": n_params, "dtype": str(qa.dtype).removeprefix("torch.")}
 
 

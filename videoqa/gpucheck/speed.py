@@ -170,3 +170,17 @@ def answer_stages(qa, target: Target, report, max_new: int = 16) -> list[Check]:
                    "total_s_none": none["total"], "total_s_fastv": fastv["total"],
                    "sampling_measured": path is not None},
                   note="" if path else "PyAV missing: frames made in memory, sampling time not measured")]
+
+
+def tower_speed(qa, target: Target, report) -> list[Check]:
+    """The video tower with and without temporal attention at the model's tower shapes, 8 frames (`videoqa bench
+    tower`'s row): a separate random tower on the same device and dtype."""
+    from ..bench.tower import format_tower_table, tower_rows
+
+    rows = tower_rows(target.device, target.dtype, 8, target.repeats, config=qa.model.config.vision_config)
+    report.tables["Video tower: temporal attention's cost (8 frames)"] = format_tower_table(
+        rows, f"{target.name} tower shapes, {str(target.dtype).removeprefix('torch.')}, median of {target.repeats}")
+    hf, published = rows
+    return [Check("video tower: temporal attention / -hf", INFO, "time ratio next to the FLOPs ratio",
+                  {"seconds_hf": hf.seconds, "seconds_temporal": published.seconds,
+                   "time_ratio": published.seconds / hf.seconds, "flops_ratio": published.gflops / hf.gflops})]

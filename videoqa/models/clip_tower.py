@@ -15,6 +15,9 @@ def cls_attention(vision_layer: torch.nn.Module, hidden_in: Tensor) -> Tensor:
     Only the CLS query row is computed (O(T·D) beyond the key projection), so the tower itself can run
     with SDPA/FlashAttention instead of eager attention.
     """
+    mix = getattr(vision_layer, "temporal_mix", None)
+    if mix is not None:  # LanguageBind's layer (models/languagebind.py): the frames meet before the spatial attention
+        hidden_in = mix(hidden_in)
     attn = vision_layer.self_attn
     f, t, _ = hidden_in.shape
     h = vision_layer.layer_norm1(hidden_in)

@@ -55,8 +55,11 @@ class TinySpec:
     frames: int = 8
 
 
-def build_tokenizer(corpus: list[str] | None = None, vocab_size: int = 400) -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer with Video-LLaVA's special tokens at fixed ids (0..5), BOS added."""
+def build_tokenizer(corpus: list[str] | None = None, vocab_size: int = 400,
+                    llava_tokens: bool = True) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer with Video-LLaVA's special tokens at fixed ids (0..5), BOS added.
+    `llava_tokens=False`: only <unk> <s> </s>, as the original (LLaMA) tokenizer before conversion adds the rest."""
+    specials = SPECIAL_TOKENS if llava_tokens else SPECIAL_TOKENS[:3]
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -65,7 +68,7 @@ def build_tokenizer(corpus: list[str] | None = None, vocab_size: int = 400) -> P
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=specials,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -76,11 +79,12 @@ def build_tokenizer(corpus: list[str] | None = None, vocab_size: int = 400) -> P
         bos_token="<s>",
         eos_token="</s>",
         unk_token="<unk>",
-        pad_token="<pad>",
+        pad_token="<pad>" if llava_tokens else None,
         padding_side="left",  # batched generation needs left padding
-        extra_special_tokens={"image_token": "<image>", "video_token": "<video>"},
+        extra_special_tokens={"image_token": "<image>", "video_token": "<video>"} if llava_tokens else {},
     )
-    assert fast.convert_tokens_to_ids(["<image>", "<video>", "<pad>"]) == [IMAGE_ID, VIDEO_ID, PAD_ID]
+    assert not llava_tokens or fast.convert_tokens_to_ids(["<image>", "<video>", "<pad>"]) == [IMAGE_ID, VIDEO_ID,
+                                                                                              PAD_ID]
     return fast
 
 

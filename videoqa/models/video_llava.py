@@ -31,6 +31,22 @@ class VideoLlava(Family):
 
         return VideoLlavaForConditionalGeneration, VideoLlavaProcessor
 
+    def load(self, path: str, dtype, attn: str, local_only: bool):
+        """The checkpoint; a `videoqa convert video-llava` folder (config says `add_time_attn`) also gets
+        LanguageBind's temporal tower, its weights read strictly. A card-less folder without it (the -hf
+        checkpoint) is named once: its tower has no temporal attention."""
+        import logging
+
+        from ..model_card import read_card
+        from .languagebind import attach_temporal_tower
+
+        model, processor, info = super().load(path, dtype, attn, local_only)
+        if not attach_temporal_tower(model, path, path, local_only=local_only) and read_card(path).path is None:
+            logging.getLogger("videoqa").warning(
+                f"videoqa: note: {path}'s video tower has no temporal attention (the -hf conversion dropped it); "
+                f"`videoqa convert video-llava` builds the published model")
+        return model, processor, info
+
     def prompt(self, question: str, history: list[tuple[str, str]] | None = None, template: str = "plain") -> str:
         """`[preamble ]USER: <video>\\n{question} ASSISTANT:`; earlier turns come first, their answers ending
         with `</s>` as in the Vicuna v1 conversation format the model was trained on."""
