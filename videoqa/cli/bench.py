@@ -10,7 +10,7 @@ import argparse
 from ..bench.setup import PRESETS, Setup
 from .options import positive_int
 
-SUITES = ("llm", "frames", "video", "accuracy", "long")
+SUITES = ("llm", "frames", "video", "accuracy", "long", "laptop")
 
 
 def register(sub) -> None:
@@ -76,6 +76,12 @@ def suite_text(suite: str, args: argparse.Namespace) -> str:
         from ..bench.llm import run_frames
 
         return run_frames(setup, k, args.repeats)
+    if suite == "laptop":
+        import torch
+
+        from ..bench.families import run_laptop
+
+        return run_laptop(dtype=getattr(torch, args.dtype))
     if suite == "video":
         from ..bench.video import run_video
 

@@ -7,6 +7,9 @@ from dataclasses import fields
 
 from ..models.tiny import TinySpec, make_tiny_model
 
+TEXT_FAMILIES = ("llama", "qwen2", "mistral")
+FAMILIES = ("llava-onevision", "qwen2.5-vl", "qwen3-vl")  # videoqa.models.families (imported when used: torch)
+
 
 def register(sub) -> None:
     p = sub.add_parser("make-tiny-model", help="build a small random-weight Video-LLaVA in DIR",
@@ -15,11 +18,22 @@ def register(sub) -> None:
     p.add_argument("dir")
     p.add_argument("--seed", type=int, default=0)
     for f in fields(TinySpec):
+        if f.name == "family":  # Video-LLaVA's text decoder, or one of today's families (its own sizes)
+            p.add_argument("--family", choices=(*TEXT_FAMILIES, *FAMILIES), default=f.default,
+                           help="Video-LLaVA with a llama/qwen2/mistral decoder (default: llama), or a tiny "
+                                "llava-onevision, qwen2.5-vl or qwen3-vl of the real classes")
+            continue
         p.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.family in FAMILIES:
+        from ..models.families import make_tiny
+
+        out = make_tiny(args.family, args.dir, seed=args.seed)
+        print(f"tiny {args.family} (random weights, its own processor and chat template) saved to {out}")
+        return 0
     spec = TinySpec(**{f.name: getattr(args, f.name) for f in fields(TinySpec)})
     out = make_tiny_model(args.dir, spec, seed=args.seed)
     print(f"tiny Video-LLaVA ({spec.family}, {spec.layers} layers, d={spec.hidden}, "
