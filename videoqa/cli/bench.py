@@ -11,7 +11,7 @@ import argparse
 from ..bench.setup import PRESETS, Setup
 from .options import positive_int
 
-SUITES = ("llm", "frames", "video", "accuracy", "long", "tower")
+SUITES = ("llm", "frames", "video", "accuracy", "long", "tower", "laptop")
 
 
 def register(sub) -> None:
@@ -81,6 +81,12 @@ def suite_text(suite: str, args: argparse.Namespace) -> str:
         from ..bench.tower import run_tower
 
         return run_tower(args.device, args.dtype, args.repeats)
+    if suite == "laptop":
+        import torch
+
+        from ..bench.families import run_laptop
+
+        return run_laptop(dtype=getattr(torch, args.dtype))
     if suite == "video":
         from ..bench.video import run_video
 

@@ -5,6 +5,9 @@ we then slice the hidden states, positions and key mask per sample. The layers b
 tokens present then, the layers after it only the kept ones, so decoding reads a smaller cache too (one key mask
 per group of layers between pruning layers). Kept tokens keep their original RoPE positions (positions have
 gaps), as in the official FastV code. Batches are left-padded; each sample is pruned on its own.
+
+Qwen3-VL's deepstack adds visual features to the hidden states after its first layers: `layer_additions[i]`
+([B, n, d], zero off the visual tokens) is added after layer i, and sliced with the rest when a plan prunes.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ def prefill(
     plan: LLMPlan | None = None,
     position_ids: Tensor | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    layer_additions: list[Tensor] | None = None,
 ) -> PrefillResult:
     """Run the prompt through the LM; with a plan, prune visual tokens before each of `plan.layers`.
 
@@ -100,7 +104,8 @@ def prefill(
                 result.scores = keep.scores
             gather, valid = _gather_index(key_mask, visual_mask, keep.kept)
             visual_index = [visual_index[s][keep.kept[s]] for s in range(b)]
-            h = h.gather(1, gather[..., None].expand(-1, -1, h.shape[-1]))
+            h = _take(h, gather)
+            layer_additions = [_take(a, gather) for a in layer_additions or []]
             position_ids = position_ids.gather(-1, gather.expand_as(position_ids[..., :gather.shape[1]]))
             visual_mask = visual_mask.gather(1, gather) & valid
             key_mask = key_mask.gather(1, gather) & valid
@@ -110,9 +115,16 @@ def prefill(
             mask = layer_mask(kernel, key_mask, h.shape[1], h.dtype)
         h_in = h
         h = lm.run_layer(i, h, mask, pos_emb, cache)
+        if layer_additions and i < len(layer_additions):
+            h = h + layer_additions[i].to(h.dtype)
     result.kept = visual_index if boundaries else []
     result.logits = lm.logits(h)
     return result
+
+
+def _take(x: Tensor, gather: Tensor) -> Tensor:
+    """x [B, n, d] at the sequence indices gather [B, m]."""
+    return x.gather(1, gather[..., None].expand(-1, -1, x.shape[-1]))
 
 
 def _per_sample(plan, b: int) -> list[float]:

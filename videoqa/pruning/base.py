@@ -39,15 +39,22 @@ class ModelDims:
 
 @dataclass(frozen=True)
 class VisualLayout:
-    """How the visual span is laid out: frames of (1 CLS + grid*grid patches), or images of grid*grid."""
+    """How the visual span is laid out: frames of (1 CLS + grid*grid patches), or images of grid*grid. A frame
+    may be a group of several frames sharing its tokens (Qwen-VL: two) and its grid may be grid rows x cols."""
 
     n_frames: int
     grid: int
     has_cls: bool = True
+    cols: int | None = None  # None: square, grid x grid
+    frames_per_token: int = 1  # source frames behind one frame of tokens (Qwen-VL's temporal patch: 2)
+
+    @property
+    def n_cols(self) -> int:
+        return self.cols or self.grid
 
     @property
     def tokens_per_frame(self) -> int:
-        return self.grid * self.grid + int(self.has_cls)
+        return self.grid * self.n_cols + int(self.has_cls)
 
     @property
     def n_tokens(self) -> int:
@@ -60,7 +67,7 @@ class VisualLayout:
             if j == 0:
                 return frame, -1, -1
             j -= 1
-        return frame, j // self.grid, j % self.grid
+        return frame, j // self.n_cols, j % self.n_cols
 
 
 @dataclass

@@ -1,0 +1,189 @@
+"""Qwen2.5-VL and Qwen3-VL: a vision tower over 14 px (Qwen3: 16 px) patches, 2×2 patches merged into one token,
+two frames per temporal patch, and M-RoPE: each token has a (temporal, height, width) position triple, computed
+by the model's own `get_rope_index`. Qwen3-VL puts a timestamp as text before each pair of frames and adds
+"deepstack" features of earlier tower layers to the LLM's hidden states after its first layers.
+
+The processor is told the frames' real timing (`video_metadata`: the source fps and the sampled frame indices,
+with `do_sample_frames=False`): without it transformers assumes 24 fps, and the time axis of M-RoPE and Qwen3's
+timestamps are wrong for the clip.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from .prepared import Prepared, VideoLayout
+from .select import mean_attention_received
+from .tiny_chatml import QWEN3_TEMPLATE, QWEN25_TEMPLATE, chatml_tokenizer
+
+FAMILIES = {"qwen2.5-vl": "qwen2_5_vl", "qwen3-vl": "qwen3_vl"}  # family name -> config.json model_type
+
+
+@dataclass
+class TinyQwenSpec:
+    """Sizes of a small random-weight Qwen-VL. Defaults answer a few frames in well under a second."""
+
+    family: str = "qwen2.5-vl"  # qwen2.5-vl | qwen3-vl
+    hidden: int = 64
+    layers: int = 4
+    heads: int = 4
+    kv_heads: int = 2
+    ffn: int = 128
+    vision_hidden: int = 32
+    vision_depth: int = 2
+    vision_heads: int = 2
+    context: int = 4096
+    vocab_size: int = 400
+    max_pixels: int = 128 * 128  # frames are resized within [min_pixels, max_pixels]
+    min_pixels: int = 56 * 56
+    max_frames: int = 16  # Qwen3-VL's processor bounds the pixels of all frames together: max_frames × max_pixels
+
+
+def _classes(family: str):
+    import transformers as tf
+
+    if family == "qwen2.5-vl":
+        return (tf.Qwen2_5_VLConfig, tf.Qwen2_5_VLForConditionalGeneration, tf.Qwen2_5_VLProcessor,
+                tf.Qwen2VLImageProcessor, tf.Qwen2VLVideoProcessor)
+    if family == "qwen3-vl":
+        return (tf.Qwen3VLConfig, tf.Qwen3VLForConditionalGeneration, tf.Qwen3VLProcessor,
+                tf.Qwen2VLImageProcessor, tf.Qwen3VLVideoProcessor)
+    raise ValueError(f"unknown Qwen-VL family {family!r}; choose one of {', '.join(FAMILIES)}")
+
+
+def tiny_config(spec: TinyQwenSpec, tokenizer):
+    """The real config class at `spec`'s sizes, with the tokenizer's special-token ids."""
+    config_cls = _classes(spec.family)[0]
+    ids = {name: tokenizer.convert_tokens_to_ids(tok) for name, tok in [
+        ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
+        ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>")]}
+    head_dim = spec.hidden // spec.heads
+    # mrope_section splits head_dim / 2 rotary frequencies between t, h and w (the published 16/24/24 of 64)
+    quarter = head_dim // 8
+    section = [head_dim // 2 - 2 * (3 * quarter // 2), 3 * quarter // 2, 3 * quarter // 2]
+    text = dict(vocab_size=len(tokenizer), hidden_size=spec.hidden, intermediate_size=spec.ffn,
+                num_hidden_layers=spec.layers, num_attention_heads=spec.heads, num_key_value_heads=spec.kv_heads,
+                max_position_embeddings=spec.context, eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
+                pad_token_id=tokenizer.pad_token_id, bos_token_id=None,
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": section})
+    vision = dict(depth=spec.vision_depth, hidden_size=spec.vision_hidden, intermediate_size=2 * spec.vision_hidden,
+                  num_heads=spec.vision_heads, out_hidden_size=spec.hidden)
+    if spec.family == "qwen2.5-vl":
+        vision.update(fullatt_block_indexes=[spec.vision_depth - 1], window_size=56)
+    else:
+        text.update(head_dim=head_dim)
+        rope = dict(text["rope_parameters"], mrope_interleaved=True)
+        text["rope_parameters"] = rope
+        vision.update(deepstack_visual_indexes=list(range(min(2, spec.vision_depth))), num_position_embeddings=64)
+    return config_cls(text_config=text, vision_config=vision, tie_word_embeddings=False, **ids)
+
+
+def tiny_processor(spec: TinyQwenSpec, tokenizer):
+    _, _, proc_cls, image_cls, video_cls = _classes(spec.family)
+    pixels = dict(min_pixels=spec.min_pixels, max_pixels=spec.max_pixels)
+    size = {"shortest_edge": spec.min_pixels, "longest_edge": spec.max_pixels * spec.max_frames}
+    template = QWEN25_TEMPLATE if spec.family == "qwen2.5-vl" else QWEN3_TEMPLATE
+    video = video_cls(size=size) if spec.family == "qwen3-vl" else video_cls(**pixels)
+    return proc_cls(image_processor=image_cls(**pixels), video_processor=video, tokenizer=tokenizer,
+                    chat_template=template)
+
+
+def make_tiny_qwen(out_dir: str | Path, spec: TinyQwenSpec | None = None, seed: int = 0) -> Path:
+    """Build a random-weight Qwen2.5-VL or Qwen3-VL of `spec`'s sizes; save model + processor to `out_dir`."""
+    spec = spec or TinyQwenSpec()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = chatml_tokenizer(spec.vocab_size)
+    torch.manual_seed(seed)
+    model = _classes(spec.family)[1](tiny_config(spec, tokenizer)).eval()
+    model.generation_config.eos_token_id = model.config.text_config.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(out)
+    tiny_processor(spec, tokenizer).save_pretrained(out)
+    return out
+
+
+def load(path: str | Path, family: str, dtype: torch.dtype = torch.float32, attn: str = "sdpa",
+         local_files_only: bool = False):
+    """Model and processor of a saved Qwen-VL (never running code from the folder)."""
+    model_cls, proc_cls = _classes(family)[1], _classes(family)[2]
+    kw = dict(trust_remote_code=False, local_files_only=local_files_only)
+    processor = proc_cls.from_pretrained(path, **kw)
+    model = model_cls.from_pretrained(path, dtype=dtype, attn_implementation=attn, **kw).eval()
+    return model, processor
+
+
+def processor_inputs(processor, frames: np.ndarray, question: str, fps: float, indices: list[int]):
+    """The processor's inputs for one question about `frames` [T, H, W, 3] uint8, sampled at source frame
+    `indices` of a clip at `fps`: the chat template's prompt, the video placeholder expanded."""
+    from transformers.video_utils import VideoMetadata
+
+    messages = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": question}]}]
+    text = processor.apply_chat_template(messages, add_generation_prompt=True)
+    meta = VideoMetadata(total_num_frames=max(indices) + 1, fps=fps, frames_indices=list(indices))
+    return processor(text=[text], videos=[frames], video_metadata=[meta], do_sample_frames=False,
+                     return_tensors="pt")
+
+
+def rope_positions(model: nn.Module, inputs) -> torch.Tensor:
+    """M-RoPE ids [3, B, n] from the model's own get_rope_index, given the processor's outputs."""
+    get = model.model.get_rope_index
+    wanted = inspect.signature(get).parameters
+    kwargs = {k: v for k, v in inputs.items() if k in wanted and k != "input_ids"}
+    positions, _ = get(inputs["input_ids"], **kwargs)
+    return positions
+
+
+@torch.inference_mode()
+def prepare(model: nn.Module, inputs) -> Prepared:
+    """Encode the video of one processed prompt and make it ready for the LLM loops."""
+    thw = inputs["video_grid_thw"]
+    last = model.model.visual.blocks[-1].attn
+    seen = {}
+    handle = last.register_forward_pre_hook(lambda _, args, kw: seen.update(args=args, kw=kw), with_kwargs=True)
+    try:
+        out = model.model.get_video_features(inputs["pixel_values_videos"], thw)
+    finally:
+        handle.remove()
+    features = torch.cat(out.pooler_output)
+    deepstack = [torch.cat(f) for f in getattr(out, "deepstack_features", None) or []]
+    merge = model.config.vision_config.spatial_merge_size
+    t, h, w = (int(x) for x in thw[0])
+    temporal = model.config.vision_config.temporal_patch_size
+    layout = VideoLayout(frames=t * temporal, groups=t, grid=(h // merge, w // merge), frames_per_group=temporal)
+    return Prepared(ids=inputs["input_ids"][0], features=features, positions=rope_positions(model, inputs)[:, 0],
+                    layout=layout, video_token_id=model.config.video_token_id, layer_additions=deepstack,
+                    saliency=tower_saliency(model, seen, thw))
+
+
+def tower_saliency(model: nn.Module, seen: dict, thw: torch.Tensor) -> torch.Tensor:
+    """The tower has no [CLS]: the attention each merged token's patches receive in its last block, mean over
+    heads, queries (within the block's attention segments) and the 2x2 patches, in the LLM's token order."""
+    from transformers.vision_utils import get_vision_window_index
+
+    visual = model.model.visual
+    attn = visual.blocks[-1].attn
+    x = seen["args"][0] if seen["args"] else seen["kw"]["hidden_states"]
+    cu, (cos, sin) = seen["kw"]["cu_seqlens"], seen["kw"]["position_embeddings"]
+    n = x.shape[0]
+    q, k, _ = attn.qkv(x).reshape(n, 3, attn.num_heads, -1).permute(1, 0, 2, 3).unbind(0)
+    rotate = inspect.getmodule(type(attn)).apply_rotary_pos_emb_vision
+    q, k = rotate(q, k, cos, sin)
+    received = torch.empty(n)
+    bounds = cu.tolist()
+    for s, e in zip(bounds[:-1], bounds[1:], strict=True):
+        received[s:e] = mean_attention_received(q[s:e].transpose(0, 1)[None], k[s:e].transpose(0, 1)[None],
+                                                attn.scaling)[0]
+    merged = received.reshape(-1, visual.spatial_merge_size ** 2).mean(-1)
+    if hasattr(visual, "window_size"):  # Qwen2.5-VL runs its blocks in window order; the merger restores it
+        window_index, _ = get_vision_window_index(thw, spatial_merge_size=visual.spatial_merge_size,
+                                                  window_size=visual.window_size, patch_size=visual.patch_size,
+                                                  kwargs={})
+        merged = merged[torch.argsort(window_index)]
+    return merged
