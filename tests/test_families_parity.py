@@ -38,11 +38,11 @@ class Family:
         self.name = name
         if name == "llava-onevision":
             ov.make_tiny_onevision(path)
-            (self.model, self.processor), (self.eager, _) = ov.load(path), ov.load(path, attn="eager")
+            (self.model, self.processor, _), (self.eager, _, _) = ov.load(path), ov.load(path, attn="eager")
         else:
             qwen_vl.make_tiny_qwen(path, qwen_vl.TinyQwenSpec(family=name))
-            self.model, self.processor = qwen_vl.load(path, name)
-            self.eager, _ = qwen_vl.load(path, name, attn="eager")
+            self.model, self.processor, _ = qwen_vl.load(path, name)
+            self.eager, _, _ = qwen_vl.load(path, name, attn="eager")
 
     def inputs(self, question: str = "What colour is the shape?", seed: int = 0):
         if self.name == "llava-onevision":

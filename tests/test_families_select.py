@@ -13,6 +13,7 @@ from helpers.clipgen import write_clip
 from test_families_parity import FAMILIES, FPS, INDICES, Family, frames, reference_with_dropped_keys
 
 from videoqa.cli import main
+from videoqa.errors import InputError
 from videoqa.models import llava_onevision as ov
 from videoqa.models import qwen_vl
 from videoqa.models.families import CHECKPOINTS, FamilyQA
@@ -95,6 +96,9 @@ def test_onevision_saliency_is_the_attention_siglip_pays_each_patch(fam):
     assert torch.allclose(p.saliency, pooled.flatten(), atol=1e-6)
 
 
+EXACT_COUNT = ("none", "fastv", "vispruner", "random", "fastvid")  # keep exactly keep_count(n, R)
+
+
 @torch.no_grad()
 def test_every_method_answers_on_every_family(fam, tmp_path):
     """Every registered method runs on the family and keeps what it says: all tokens (none), or R's share of the
@@ -102,6 +106,10 @@ def test_every_method_answers_on_every_family(fam, tmp_path):
     clip = write_clip(tmp_path / "clip.mp4", n_frames=30, size=(112, 112))
     qa = FamilyQA(fam.name, fam.model, fam.processor, "tiny")
     for method in REGISTRY:
+        if method.reduces_frames:
+            with pytest.raises(InputError, match=f"--prune {method.name} does not apply to {fam.name} yet"):
+                qa.ask(str(clip), "What colour?", PruneConfig(method=method.name, r=0.5), frames=8)
+            continue
         out = qa.ask(str(clip), "What colour is the shape?", PruneConfig(method=method.name, r=0.5), frames=8,
                      max_new_tokens=3)
         frame_tokens = out["n_visual"] - out["summary_tokens"]
@@ -110,8 +118,11 @@ def test_every_method_answers_on_every_family(fam, tmp_path):
             expected += out["summary_tokens"]
         if method.acts is Acts.IN_LLM:  # FastV ranks the whole visual span, the newline included
             expected = keep_count(out["n_visual"], 0.5)
-        assert out["n_kept"] == expected, method.name
-        assert isinstance(out["answer"], str) and out["frames"] == 8
+        assert isinstance(out["answer"], str), method.name
+        if method.name in EXACT_COUNT:
+            assert out["n_kept"] == expected and out["frames"] == 8, method.name
+        else:  # methods that round as their official code does (or drop whole frames) keep about R's share
+            assert abs(out["n_kept"] - expected) <= max(8, expected // 10), method.name
 
 
 @pytest.mark.slow

@@ -81,7 +81,7 @@ def _ask_family(args: argparse.Namespace, spec: dict) -> int:
     qa = FamilyQA.load(resolve_model(args.model), dtype, args.attn)
     out = qa.ask(args.video, args.question, PruneConfig(**spec["prune"]), args.frames, args.max_new_tokens)
     if args.json:
-        print(json.dumps(out))
+        print(dumps(out))
         return 0
     print(out["answer"])
     print(f"{out['family']}: {out['frames']} frames, {out['n_visual']} visual tokens, kept {out['n_kept']} "

@@ -58,10 +58,10 @@ def build(family: str, device: str, dtype: torch.dtype, tiny_dir=None):
     if tiny_dir is not None:
         if family == "llava-onevision":
             llava_onevision.make_tiny_onevision(tiny_dir)
-            model, processor = llava_onevision.load(tiny_dir, dtype)
+            model, processor, _ = llava_onevision.load(tiny_dir, dtype)
         else:
             qwen_vl.make_tiny_qwen(tiny_dir, qwen_vl.TinyQwenSpec(family=family))
-            model, processor = qwen_vl.load(tiny_dir, family, dtype)
+            model, processor, _ = qwen_vl.load(tiny_dir, family, dtype)
         return model.to(device), processor
     config = config_7b(family)
     tokenizer = chatml_tokenizer(400, OV_MEDIA if family == "llava-onevision" else QWEN_MEDIA)

@@ -95,11 +95,13 @@ def load(path: str | Path, dtype: torch.dtype = torch.float32, attn: str = "sdpa
     """Model and processor of a saved LLaVA-OneVision (never running code from the folder)."""
     from transformers import LlavaOnevisionForConditionalGeneration, LlavaOnevisionProcessor
 
-    kw = dict(trust_remote_code=False, local_files_only=local_files_only)
-    processor = LlavaOnevisionProcessor.from_pretrained(path, **kw)
-    model = LlavaOnevisionForConditionalGeneration.from_pretrained(path, dtype=dtype, attn_implementation=attn,
-                                                                   **kw).eval()
-    return model, processor
+    from ..safe_load import LOAD_KWARGS
+
+    processor = LlavaOnevisionProcessor.from_pretrained(path, local_files_only=local_files_only, **LOAD_KWARGS)
+    model, info = LlavaOnevisionForConditionalGeneration.from_pretrained(
+        path, dtype=dtype, attn_implementation=attn, local_files_only=local_files_only, output_loading_info=True,
+        **LOAD_KWARGS)
+    return model.eval(), processor, info
 
 
 def processor_inputs(processor, frames: np.ndarray, question: str):

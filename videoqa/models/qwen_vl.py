@@ -113,10 +113,12 @@ def load(path: str | Path, family: str, dtype: torch.dtype = torch.float32, attn
          local_files_only: bool = False):
     """Model and processor of a saved Qwen-VL (never running code from the folder)."""
     model_cls, proc_cls = _classes(family)[1], _classes(family)[2]
-    kw = dict(trust_remote_code=False, local_files_only=local_files_only)
-    processor = proc_cls.from_pretrained(path, **kw)
-    model = model_cls.from_pretrained(path, dtype=dtype, attn_implementation=attn, **kw).eval()
-    return model, processor
+    from ..safe_load import LOAD_KWARGS
+
+    processor = proc_cls.from_pretrained(path, local_files_only=local_files_only, **LOAD_KWARGS)
+    model, info = model_cls.from_pretrained(path, dtype=dtype, attn_implementation=attn,
+                                            local_files_only=local_files_only, output_loading_info=True, **LOAD_KWARGS)
+    return model.eval(), processor, info
 
 
 def processor_inputs(processor, frames: np.ndarray, question: str, fps: float, indices: list[int]):
