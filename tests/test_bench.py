@@ -38,12 +38,35 @@ def test_bench_command_prints_tables(capsys):
     assert decode[4].startswith("| 8 | fastv | 2 | 0.50 | 2116 / 1088 |")
 
 
-def test_bench_video_times_both_backends_on_the_given_clips(capsys):
+def test_bench_video_times_every_path_and_checks_its_frames(capsys):
+    """Every sampling path is timed at 8/32/64 frames and checked against decoding in order; the verdict names the
+    default and whether it is the fastest correct path."""
     clip = SAMPLE_CLIPS[0]
     assert main(["bench", "video", "--videos", str(clip), "--repeats", "1"]) == 0
-    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith(clip.name)]
-    assert [r[1] for r in rows] == ["pyav", "decord"]
-    assert all(r[7] == "yes" for r in rows)  # both sample the same frame indices
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith(clip.name + " ")][:9]  # then the scan table
+    assert [(r[1], " ".join(r[2:-5])) for r in rows] == [
+        (n, p) for n in ("8", "32", "64") for p in ("pyav seek", "pyav sequential", "decord")]
+    assert all(r[-2] == "yes" and r[-1] == "0" for r in rows)  # same indices, same pixels as the in-order decode
+    assert "Default (--backend auto): pyav seek" in out
+    assert "Paths whose frames differ from the reference somewhere: none." in out
+
+
+def test_pyav_seek_returns_the_frames_decoding_in_order_gives(tmp_path):
+    """Seeking to keyframes gives exactly the frames a plain decode of every frame has at the uniform indices."""
+    import av
+    import numpy as np
+
+    from videoqa.bench.video import write_bench_clip
+    from videoqa.video.pyav import _sample_pyav
+
+    path = write_bench_clip(tmp_path / "g.mp4", 120, (64, 48), "libx264", gop=10)
+    with av.open(str(path)) as c:
+        every = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+    want = np.linspace(0, len(every) - 1, 8, dtype=int)
+    clip = _sample_pyav(path, 8, allow_seek=True)
+    assert clip.indices == want.tolist()
+    assert np.array_equal(clip.frames, np.stack([every[i] for i in want]))
 
 
 def test_bench_accuracy_names_the_model_and_measures_every_method(tmp_path, capsys):
