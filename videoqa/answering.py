@@ -61,6 +61,7 @@ class BatchRun:
     t_generate: float
     peak: tuple[int, str]  # bytes, kind
     t_end: float  # the clock when decoding ended
+    prefix_hits: list[bool] | None = None  # per sample: its prompt prefix came from the prefix cache
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,8 @@ def assemble(setting: Setting, requests: list[Request], run: BatchRun, new_ids: 
             tokens_per_s=len(new_ids[i]) / run.t_generate if run.t_generate > 0 else 0.0,
             peak_memory_bytes=peak, peak_memory_kind=kind, cache_bytes=run.cache_bytes // len(requests),
             encode_cached=req.encode_cached, device=setting.device, dtype=setting.dtype,
-            history_dropped=req.history_dropped,
+            history_dropped=req.history_dropped, t_select=req.t_select,
+            prefix_cached=bool(run.prefix_hits and run.prefix_hits[i]),
         )
         flops = estimate_flops(setting.dims, len(req.ids) - len(req.visual), n_vis, len(kept_idx), req.cfg.layer)
         text = setting.tokenizer.decode(new_ids[i], skip_special_tokens=True).strip()

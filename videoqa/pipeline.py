@@ -22,9 +22,11 @@ from .answer import Answer
 from .answering import BatchRun, Setting, TextDelta, assemble, stream_text
 from .clip_cache import content_key, frames_bytes, new_clip_cache, processor_edge, shares_host_memory
 from .errors import InputError
+from .llm.prefix_cache import PrefixCache, default_bytes
 from .measure import Clock, PeakMemory, device_clock, free_memory_bytes
 from .model import LoadedModel, load_model
 from .model_policy import model_policy, set_on_pipeline
+from .prefix_reuse import prefill_cached
 from .prompt_tokens import expand_video_slot, prompt_ids
 from .pruning import Acts, EncodedVideo, PruneConfig, Selection, keep_count
 from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, check_context, fits_context, largest
@@ -56,7 +58,7 @@ class VideoQA:
     def __init__(self, loaded: LoadedModel, prune: PruneConfig | None = None, frames: int | None = None,
                  max_new_tokens: int = 64, prompt: str | None = None, *, decode: str = "eager",
                  sampler: str | None = None, free_memory: Callable[[torch.device], int] | None = None,
-                 clock: Clock | None = None):
+                 clock: Clock | None = None, prefix_cache_bytes: int | None = None):
         llm.check_kernel(loaded.model)
         self.model, self.processor = loaded.model, loaded.processor
         self.device, self.dtype, self.name = loaded.device, loaded.dtype, loaded.name
@@ -89,6 +91,11 @@ class VideoQA:
         self.scan_budget_s: float | None = SCAN_BUDGET_S
         self.scan_progress: Callable[[float], None] | None = None
         self.clock = clock or device_clock(self.device)
+        # The KV cache of each clip's prompt prefix, reused by its later questions (llm/prefix_cache.py); bytes:
+        # None = the device's default, 0 = off.
+        limit = default_bytes(self.device, self.free_memory(self.device)) if prefix_cache_bytes is None \
+            else prefix_cache_bytes
+        self.prefix_cache = PrefixCache(limit) if limit > 0 else None
         # A plain Lock, not an RLock: Gradio advances a streaming handler from whichever worker thread is free,
         # so a stream may finish (and release) on another thread than the one it started on.
         self._lock = threading.Lock()
@@ -97,9 +104,10 @@ class VideoQA:
     def from_pretrained(cls, model: str = "demo", device: str | None = None, dtype: str | None = None,
                         attn_implementation: str = "sdpa", prune: PruneConfig | None = None,
                         frames: int | None = None, max_new_tokens: int = 64, prompt: str | None = None,
-                        decode: str = "eager", sampler: str | None = None) -> VideoQA:
+                        decode: str = "eager", sampler: str | None = None,
+                        prefix_cache_bytes: int | None = None) -> VideoQA:
         return cls(load_model(model, device, dtype, attn_implementation), prune, frames, max_new_tokens, prompt,
-                   decode=decode, sampler=sampler)
+                   decode=decode, sampler=sampler, prefix_cache_bytes=prefix_cache_bytes)
 
     @classmethod
     def from_spec(cls, spec: dict) -> VideoQA:
@@ -129,9 +137,11 @@ class VideoQA:
             self._clips.put(key, clip)
         return clip, self.clock() - t0
 
-    def encode(self, frames: np.ndarray, cancel: Callable[[], bool] | None = None) -> tuple[EncodedVideo, bool]:
-        """The vision tower's output for `frames`, and whether it came from the cache (keyed by content)."""
-        key = frames_hash(frames)
+    def encode(self, frames: np.ndarray, cancel: Callable[[], bool] | None = None,
+               key: str | None = None) -> tuple[EncodedVideo, bool]:
+        """The vision tower's output for `frames`, and whether it came from the cache (keyed by content; `key`:
+        `frames_hash(frames)` when the caller has it)."""
+        key = key or frames_hash(frames)
         enc = self._encoded.get_fresh(key)
         if enc is not None:
             return enc, True
@@ -207,16 +217,20 @@ class VideoQA:
         clip, t_sample = self.sample(video, n_frames, sampler, cancel)
 
         t0 = self.clock()
-        enc, cached = self.encode(clip.frames, cancel)
+        frames_key = frames_hash(clip.frames)
+        enc, cached = self.encode(clip.frames, cancel, frames_key)
         t_encode = 0.0 if cached else self.clock() - t0
+        t0 = self.clock()
         sel = self.select(enc, cfg, planned.r)
+        t_select = self.clock() - t0
         ids = torch.tensor(expand_video_slot(text_ids, self.visual_token_id, len(sel.visual)),
                            device=self.device)
         hidden = enc.layout.n_tokens - len(sel.visual) if cfg.original_positions else 0  # positions pruned ones hold
         room = self.dims.context - len(ids) - hidden
         return Request(question=question, clip=clip, enc=enc, encode_cached=cached, ids=ids, cfg=cfg, plan=planned,
                        selection=sel, max_new=min(max_new, room), context_capped=room < max_new, t_start=t_start,
-                       t_sample=t_sample, t_encode=t_encode, history_dropped=len(history) - kept_turns)
+                       t_sample=t_sample, t_encode=t_encode, history_dropped=len(history) - kept_turns,
+                       t_select=t_select, frames_key=frames_key)
 
     def _free_after_frames(self, video, info, cfg: PruneConfig, frames: int | None, max_new: int) -> int:
         """Free memory for the plan, less what the frames about to be decoded will hold where they share
@@ -270,6 +284,11 @@ class VideoQA:
         plan = None
         if method.acts is Acts.IN_LLM:
             plan = method.plan(cfg.options, [req.r for req in requests], requests[0].enc.layout.tokens_per_frame)
+        if self.prefix_cache is not None and (method.question_independent or plan is not None):
+            state = prefill_cached(self.prefix_cache, self.decoder.lm, requests, batch, plan, self.dims.n_layers,
+                                   self.clock)
+            if state is not None:
+                return state
         return llm.prefill(self.decoder.lm, batch.embeds, batch.attention_mask, batch.visual_mask, plan,
                            batch.position_ids, clock=self.clock)
 
@@ -303,7 +322,7 @@ class VideoQA:
         run = BatchRun(kept=state.kept if fastv else None, scores=state.scores if fastv else None,
                        visual_offsets=state.visual_offsets, t_rank=state.t_rank,
                        cache_bytes=llm.cache_bytes(state.cache), t_prefill=t_prefill, t_generate=t_generate,
-                       peak=peak, t_end=self.clock())
+                       peak=peak, t_end=self.clock(), prefix_hits=state.prefix_hits)
         setting = Setting(self.processor.tokenizer, self.dims, str(self.device),
                           str(self.dtype).removeprefix("torch."), self.prompt)
         return assemble(setting, requests, run, new_ids)
