@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from clipgen import write_clip
+from helpers.clipgen import write_clip
 
 from videoqa.llm.prefix_cache import Prefix, PrefixCache
 from videoqa.model import load_model

@@ -4,7 +4,7 @@ everything its keys and values depend on, computed and kept when missing."""
 from __future__ import annotations
 
 from .llm.prefill import PrefillResult
-from .llm.prefix_cache import Prefix, PrefixCache, compute_prefix, prefill_after_prefixes, prefix_lengths
+from .llm.prefix_cache import Prefix, PrefixCache, cached_prefix, prefill_after_prefixes, prefix_lengths
 from .request import Collated, Request
 
 
@@ -34,9 +34,4 @@ def _prefix(cache: PrefixCache, lm, req: Request, batch: Collated, i: int, lengt
     ids, pos = req.ids[:length], batch.position_ids[i, start:start + length]
     chosen = None if req.kept is None else (req.cfg.method, req.cfg.params, tuple(req.kept))
     key = (req.frames_key, chosen, tuple(ids.tolist()), tuple(pos.tolist()), depth)
-    prefix = cache.get(key)
-    if prefix is not None:
-        return prefix, True
-    prefix = compute_prefix(lm, batch.embeds[i:i + 1, start:start + length], pos[None], depth)
-    cache.put(key, prefix)
-    return prefix, False
+    return cached_prefix(cache, key, lm, batch.embeds[i:i + 1, start:start + length], pos[None], depth)

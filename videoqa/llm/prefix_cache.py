@@ -119,6 +119,17 @@ def compute_prefix(model: nn.Module | LanguageModel, embeds: Tensor, position_id
                   hidden=h if depth < lm.n_layers else None)
 
 
+def cached_prefix(cache: PrefixCache, key: Hashable, model: nn.Module | LanguageModel, embeds: Tensor,
+                  position_ids: Tensor, depth: int) -> tuple[Prefix, bool]:
+    """The prefix under `key`, else computed (`compute_prefix`) and kept; and whether it was found."""
+    prefix = cache.get(key)
+    if prefix is not None:
+        return prefix, True
+    prefix = compute_prefix(model, embeds, position_ids, depth)
+    cache.put(key, prefix)
+    return prefix, False
+
+
 def prefix_lengths(visual_mask: Tensor, attention_mask: Tensor) -> list[int] | None:
     """Per sample of a left-padded batch: its tokens up to and including its last visual token (None when a
     sample has no visual token: nothing to reuse)."""
