@@ -78,3 +78,30 @@ def test_bench_accuracy_names_the_model_and_measures_every_method(tmp_path, caps
     rows = {line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")} - {"method"}
     assert {"none", "fastv K=2", "vispruner", "random", "vispruner+pos", "random+pos", "fastvid", "fastvid+pos"} <= rows
     assert re.search(r"^\| none \| 0\.00 \| 136 / 136 \| 100\.0 \|", out, re.M)  # 8 frames x 17 tokens
+
+
+@pytest.mark.slow
+def test_bench_e2e_times_each_stage_and_keeps_the_answers():
+    """The e2e suite's measurement on a small workload: the prefix cache changes no answer, every question after a
+    clip's first reuses its prefix, the stages add up to the wall time, and the table says so."""
+    from videoqa.bench.e2e import clip_questions, format_tables, measure
+    from videoqa.model import load_model
+    from videoqa.pipeline import VideoQA
+    from videoqa.pruning import PruneConfig
+
+    loaded = load_model("demo")
+    work = [(SAMPLE_CLIPS[0], clip_questions("blue", "triangle")[:3]), (SAMPLE_CLIPS[1], ["What shape is moving?"])]
+    results = {}
+    for method in ("none", "vispruner"):
+        for cached in (False, True):
+            qa = VideoQA(loaded, max_new_tokens=4, prefix_cache_bytes=None if cached else 0)
+            cfg = qa._config(PruneConfig(method=method, **({"r": 0.5} if method != "none" else {})), None)[0]
+            results[method, cached] = r = measure(qa, work, cfg, batched=cached)
+            assert r["n"] == 4 and r["hits"] == (2 if cached else 0)
+            assert abs(sum(r["per_q"].values()) - r["wall_per_q"]) < 1e-6 or r["per_q"]["other"] == 0.0
+        assert results[method, True]["answers"] == results[method, False]["answers"]
+    table = format_tables(results, "test")
+    assert re.search(r"^\| vispruner \| on \| [\d.]+ \| .* \| 2/4 \| [\d.]+x \| yes \|$", table, re.M)
+    flops = sum(a.flops.ratio for a in VideoQA(loaded, max_new_tokens=4).ask_batch(
+        [(c, q) for c, qs in work for q in qs], prune=PruneConfig(method="vispruner", r=0.5))) / 4
+    assert f"| vispruner | {100 * flops:.1f} | {1 / flops:.2f}x |" in table  # FLOPs % and the speed-up it promises

@@ -79,6 +79,7 @@ def test_same_logits_kept_tokens_and_answers_with_the_cache(pipelines, clips, cf
     same_with_the_cache(pipelines, clips, cfg, 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg", configs(), ids=lambda c: c.method)
 def test_batched_prefixes_give_the_same_logits_kept_tokens_and_answers(pipelines, clips, cfg):
     """A batch mixing clips and question lengths: prefixes and suffixes are padded apart."""

@@ -185,23 +185,24 @@ def prefill_after_prefixes(
     h = torch.zeros(b, s_max, d, dtype=dtype, device=device)
     h[in_suffix] = inputs_embeds[real & ~_prefix_slots(real, p_len)]
 
-    cache = DynamicCache(config=lm.config)
-    for layer in range(depth):
-        if b == 1:
-            keys, values = prefixes[0].keys[layer], prefixes[0].values[layer]
-        else:
-            keys = _stack([p.keys[layer] for p in prefixes], p_max)
-            values = _stack([p.values[layer] for p in prefixes], p_max)
-        cache.update(keys, values, layer)  # a copy: the cached prefix is never written
+    # Layers < depth: each layer's keys and values in one buffer [B, kv_heads, width, head_dim], the prefixes
+    # copied in once and the suffix written after them (a DynamicCache would copy the whole buffer twice).
+    buffers = [(_stack([p.keys[layer] for p in prefixes], p_max, width),
+                _stack([p.values[layer] for p in prefixes], p_max, width)) for layer in range(depth)]
     offsets = [int(visual_mask[i].nonzero()[0]) for i in range(b)]  # as the plain prefill reports them
+    cache = DynamicCache(config=lm.config)
     result = PrefillResult(logits=None, cache=cache, masks=[key_mask], boundaries=boundaries,
                            next_position=pos[:, -1] + 1, visual_offsets=offsets, plan=plan)
     pos_emb = lm.rotary_emb(h, position_ids=pos[:, p_max:])
     mask = layer_mask(kernel, key_mask, s_max, dtype)
+    writer = _SuffixWriter(buffers, p_max)
     h_in = h
     for layer in range(depth):
         h_in = h
-        h = lm.run_layer(layer, h, mask, pos_emb, cache)
+        h = lm.run_layer(layer, h, mask, pos_emb, writer)
+    for layer, (keys, values) in enumerate(buffers):  # decoding (and FastV's ranking) read them from the cache
+        cache.layers[layer].lazy_initialization(keys, values)
+        cache.layers[layer].keys, cache.layers[layer].values = keys, values
     if depth == lm.n_layers:
         result.logits = lm.logits(h)
         return result
@@ -222,9 +223,24 @@ def _prefix_slots(real: Tensor, p_len: list[int]) -> Tensor:
     return (idx >= start[:, None]) & (idx < (start + torch.tensor(p_len, device=real.device))[:, None])
 
 
-def _stack(tensors: list[Tensor], width: int) -> Tensor:
-    """[1, H, P_b, hd] tensors right-aligned into one zero-padded [B, H, width, hd] (the padding is masked)."""
+def _stack(tensors: list[Tensor], p_max: int, width: int) -> Tensor:
+    """[1, H, P_b, hd] tensors right-aligned into the first `p_max` slots of one [B, H, width, hd] buffer (padding
+    zero, and masked)."""
     out = tensors[0].new_zeros(len(tensors), tensors[0].shape[1], width, tensors[0].shape[3])
     for i, t in enumerate(tensors):
-        out[i, :, width - t.shape[2]:] = t[0]
+        out[i, :, p_max - t.shape[2]:p_max] = t[0]
     return out
+
+
+class _SuffixWriter:
+    """The cache the layers < depth see during the suffix pass: a layer's new keys and values go after the prefixes
+    in its buffer, and attention reads the whole buffer."""
+
+    def __init__(self, buffers: list[tuple[Tensor, Tensor]], start: int):
+        self.buffers, self.start = buffers, start
+
+    def update(self, key: Tensor, value: Tensor, layer_idx: int, *args, **kwargs) -> tuple[Tensor, Tensor]:
+        keys, values = self.buffers[layer_idx]
+        keys[:, :, self.start:] = key
+        values[:, :, self.start:] = value
+        return keys, values
