@@ -82,6 +82,7 @@ class VideoQA:
         self.decoder = llm.decoder_for(self.model, decode)
         self.encode_count = 0  # vision-tower runs: follow-ups on a cached clip do not add to it
         self._encoded, self._prompts = LRU(CACHE_SIZE), LRU(CACHE_SIZE)
+        self._selections = LRU(CACHE_SIZE)  # a before-the-LLM choice depends on the clip, never on the question
         self._clips, self._digests = new_clip_cache(CACHE_SIZE), LRU(64)  # clips by content (clip_cache.py)
         # Frames are decoded no larger than needed: the processor's size, or DECODE_EDGE for the page's frames.
         self.decode_edge = max(DECODE_EDGE, processor_edge(self.processor))
@@ -150,13 +151,20 @@ class VideoQA:
         self._encoded.put(key, enc)
         return enc, False
 
-    def select(self, enc: EncodedVideo, cfg: PruneConfig, r: float) -> Selection:
+    def select(self, enc: EncodedVideo, cfg: PruneConfig, r: float, frames_key: str | None = None) -> Selection:
         """The visual tokens the LLM will see and as what: the method's choice when it prunes before the LLM,
-        else every token (FastV, if chosen, prunes inside the LLM)."""
+        else every token (FastV, if chosen, prunes inside the LLM). With `frames_key` (the encoding's cache key) a
+        question-independent choice is made once per clip, method, options and count."""
         method = cfg.method_spec
-        if method.acts is Acts.BEFORE_LLM:
-            return method.select(enc, keep_count(enc.layout.n_tokens, r), cfg.options)
-        return Selection(None, enc.features.reshape(-1, enc.features.shape[-1]))
+        if method.acts is not Acts.BEFORE_LLM:
+            return Selection(None, enc.features.reshape(-1, enc.features.shape[-1]))
+        keep = keep_count(enc.layout.n_tokens, r)
+        key = (frames_key, cfg.method, cfg.params, keep) if frames_key and method.question_independent else None
+        if (sel := self._selections.get_fresh(key) if key else None) is None:
+            sel = method.select(enc, keep, cfg.options)
+            if key:
+                self._selections.put(key, sel)
+        return sel
 
     def prompt_ids(self, question: str, history: list[tuple[str, str]] | None = None) -> list[int]:
         """The prompt's ids with one video-token slot (cached: a question is tokenised once); the question and
@@ -221,7 +229,7 @@ class VideoQA:
         enc, cached = self.encode(clip.frames, cancel, frames_key)
         t_encode = 0.0 if cached else self.clock() - t0
         t0 = self.clock()
-        sel = self.select(enc, cfg, planned.r)
+        sel = self.select(enc, cfg, planned.r, frames_key)
         t_select = self.clock() - t0
         ids = torch.tensor(expand_video_slot(text_ids, self.visual_token_id, len(sel.visual)),
                            device=self.device)
