@@ -38,12 +38,35 @@ def test_bench_command_prints_tables(capsys):
     assert decode[4].startswith("| 8 | fastv | 2 | 0.50 | 2116 / 1088 |")
 
 
-def test_bench_video_times_both_backends_on_the_given_clips(capsys):
+def test_bench_video_times_every_path_and_checks_its_frames(capsys):
+    """Every sampling path is timed at 8/32/64 frames and checked against decoding in order; the verdict names the
+    default and whether it is the fastest correct path."""
     clip = SAMPLE_CLIPS[0]
     assert main(["bench", "video", "--videos", str(clip), "--repeats", "1"]) == 0
-    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith(clip.name)]
-    assert [r[1] for r in rows] == ["pyav", "decord"]
-    assert all(r[7] == "yes" for r in rows)  # both sample the same frame indices
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith(clip.name + " ")][:9]  # then the scan table
+    assert [(r[1], " ".join(r[2:-5])) for r in rows] == [
+        (n, p) for n in ("8", "32", "64") for p in ("pyav seek", "pyav sequential", "decord")]
+    assert all(r[-2] == "yes" and r[-1] == "0" for r in rows)  # same indices, same pixels as the in-order decode
+    assert "Default (--backend auto): pyav seek" in out
+    assert "Paths whose frames differ from the reference somewhere: none." in out
+
+
+def test_pyav_seek_returns_the_frames_decoding_in_order_gives(tmp_path):
+    """Seeking to keyframes gives exactly the frames a plain decode of every frame has at the uniform indices."""
+    import av
+    import numpy as np
+
+    from videoqa.bench.video import write_bench_clip
+    from videoqa.video.pyav import _sample_pyav
+
+    path = write_bench_clip(tmp_path / "g.mp4", 120, (64, 48), "libx264", gop=10)
+    with av.open(str(path)) as c:
+        every = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+    want = np.linspace(0, len(every) - 1, 8, dtype=int)
+    clip = _sample_pyav(path, 8, allow_seek=True)
+    assert clip.indices == want.tolist()
+    assert np.array_equal(clip.frames, np.stack([every[i] for i in want]))
 
 
 def test_bench_accuracy_names_the_model_and_measures_every_method(tmp_path, capsys):
@@ -55,3 +78,30 @@ def test_bench_accuracy_names_the_model_and_measures_every_method(tmp_path, caps
     rows = {line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")} - {"method"}
     assert {"none", "fastv K=2", "vispruner", "random", "vispruner+pos", "random+pos", "fastvid", "fastvid+pos"} <= rows
     assert re.search(r"^\| none \| 0\.00 \| 136 / 136 \| 100\.0 \|", out, re.M)  # 8 frames x 17 tokens
+
+
+@pytest.mark.slow
+def test_bench_e2e_times_each_stage_and_keeps_the_answers():
+    """The e2e suite's measurement on a small workload: the prefix cache changes no answer, every question after a
+    clip's first reuses its prefix, the stages add up to the wall time, and the table says so."""
+    from videoqa.bench.e2e import clip_questions, format_tables, measure
+    from videoqa.model import load_model
+    from videoqa.pipeline import VideoQA
+    from videoqa.pruning import PruneConfig
+
+    loaded = load_model("demo")
+    work = [(SAMPLE_CLIPS[0], clip_questions("blue", "triangle")[:3]), (SAMPLE_CLIPS[1], ["What shape is moving?"])]
+    results = {}
+    for method in ("none", "vispruner"):
+        for cached in (False, True):
+            qa = VideoQA(loaded, max_new_tokens=4, prefix_cache_bytes=None if cached else 0)
+            cfg = qa._config(PruneConfig(method=method, **({"r": 0.5} if method != "none" else {})), None)[0]
+            results[method, cached] = r = measure(qa, work, cfg, batched=cached)
+            assert r["n"] == 4 and r["hits"] == (2 if cached else 0)
+            assert abs(sum(r["per_q"].values()) - r["wall_per_q"]) < 1e-6 or r["per_q"]["other"] == 0.0
+        assert results[method, True]["answers"] == results[method, False]["answers"]
+    table = format_tables(results, "test")
+    assert re.search(r"^\| vispruner \| on \| [\d.]+ \| .* \| 2/4 \| [\d.]+x \| yes \|$", table, re.M)
+    flops = sum(a.flops.ratio for a in VideoQA(loaded, max_new_tokens=4).ask_batch(
+        [(c, q) for c, qs in work for q in qs], prune=PruneConfig(method="vispruner", r=0.5))) / 4
+    assert f"| vispruner | {100 * flops:.1f} | {1 / flops:.2f}x |" in table  # FLOPs % and the speed-up it promises

@@ -38,6 +38,15 @@ class Stats:
     dtype: str
     temporal_attention: bool = False  # the video tower lets frames attend to each other (published Video-LLaVA)
     history_dropped: int = 0  # oldest (question, answer) turns the model did not see: they left no room for the frames
+    t_select: float = 0.0  # choosing the visual tokens before the LLM (FastV's ranking is t_rank, inside t_prefill)
+    prefix_cached: bool = False  # the prompt's prefix (everything up to the last visual token) came from the cache
+
+    def stages(self) -> dict[str, float]:
+        """Seconds per stage of this answer; "other" is the rest of t_total (Python, tokenising, batching)."""
+        parts = {"frames": self.t_sample, "vision": self.t_encode, "select": self.t_select,
+                 "prefill": self.t_prefill, "decode": self.t_generate}
+        parts["other"] = max(0.0, self.t_total - sum(parts.values()))
+        return parts
 
 
 @dataclass(frozen=True)

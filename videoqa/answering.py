@@ -61,6 +61,7 @@ class BatchRun:
     t_generate: float
     peak: tuple[int, str]  # bytes, kind
     t_end: float  # the clock when decoding ended
+    prefix_hits: list[bool] | None = None  # per sample: its prompt prefix came from the prefix cache
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ def assemble(setting: Setting, requests: list[Request], run: BatchRun, new_ids: 
             peak_memory_bytes=peak, peak_memory_kind=kind, cache_bytes=run.cache_bytes // len(requests),
             encode_cached=req.encode_cached, device=setting.device, dtype=setting.dtype,
             history_dropped=req.history_dropped, temporal_attention=setting.temporal_attention,
+            t_select=req.t_select, prefix_cached=bool(run.prefix_hits and run.prefix_hits[i]),
         )
         # A method sampling fewer frames is measured against the frames R was applied to (all unpruned).
         full = n_vis if req.plan.full_frames is None else req.plan.full_frames * req.enc.layout.tokens_per_frame

@@ -22,9 +22,12 @@ from .answer import Answer
 from .answering import BatchRun, Setting, TextDelta, assemble, stream_text
 from .clip_cache import content_key, frames_bytes, new_clip_cache, processor_edge, shares_host_memory
 from .errors import InputError
+from .llm.prefix_cache import PrefixCache, default_bytes
 from .measure import Clock, PeakMemory, device_clock, free_memory_bytes
 from .model import LoadedModel, load_model
 from .model_policy import model_policy, set_on_pipeline
+from .models.languagebind import has_temporal_attention
+from .prefix_reuse import prefill_cached
 from .prompt_tokens import expand_video_slot, prompt_ids
 from .pruning import Acts, EncodedVideo, PruneConfig, Selection, keep_count
 from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, check_context, fits_context, largest
@@ -56,11 +59,12 @@ class VideoQA:
     def __init__(self, loaded: LoadedModel, prune: PruneConfig | None = None, frames: int | None = None,
                  max_new_tokens: int = 64, prompt: str | None = None, *, decode: str = "eager",
                  sampler: str | None = None, free_memory: Callable[[torch.device], int] | None = None,
-                 clock: Clock | None = None):
+                 clock: Clock | None = None, prefix_cache_bytes: int | None = None):
         llm.check_kernel(loaded.model)
         self.model, self.processor = loaded.model, loaded.processor
         self.device, self.dtype, self.name = loaded.device, loaded.dtype, loaded.name
         self.family = loaded.family
+        self.temporal_attention = has_temporal_attention(getattr(self.model.model, "video_tower", None))
         self.visual_token_id = self.family.visual_token_id(self.model.config)
         self.dims = self.family.dims(self.model.config, dtype_bytes=torch.finfo(self.dtype).bits // 8)
         # The model's own policy constants (its videoqa.json, else Video-LLaVA-7B's defaults): FastV's K when none
@@ -79,16 +83,19 @@ class VideoQA:
         # "static": a preallocated KV cache; "compiled": that step under torch.compile (a CUDA graph on GPUs)
         self.decoder = llm.decoder_for(self.model, decode)
         self.encode_count = 0  # vision-tower runs: follow-ups on a cached clip do not add to it
-        self._encoded, self._prompts = LRU(CACHE_SIZE), LRU(CACHE_SIZE)
+        self._encoded, self._prompts, self._selections = LRU(CACHE_SIZE), LRU(CACHE_SIZE), LRU(CACHE_SIZE)
         self._clips, self._digests = new_clip_cache(CACHE_SIZE), LRU(64)  # clips by content (clip_cache.py)
         # Frames are decoded no larger than needed: the processor's size, or DECODE_EDGE for the page's frames.
         self.decode_edge = max(DECODE_EDGE, processor_edge(self.processor))
         self.free_memory = free_memory or free_memory_bytes
-        # The content sampler's change scan: its time budget (then uniform frames, with a warning) and a
-        # progress callback (fraction scanned; the command line draws it).
+        # The content scan's time budget (then uniform frames, with a warning); its progress (the CLI draws it).
         self.scan_budget_s: float | None = SCAN_BUDGET_S
         self.scan_progress: Callable[[float], None] | None = None
         self.clock = clock or device_clock(self.device)
+        # Each clip's prompt-prefix KV cache, reused by its later questions (llm/prefix_cache.py); 0 bytes: off.
+        limit = default_bytes(self.device, self.free_memory(self.device)) if prefix_cache_bytes is None \
+            else prefix_cache_bytes
+        self.prefix_cache = PrefixCache(limit) if limit > 0 else None
         # A plain Lock, not an RLock: Gradio advances a streaming handler from whichever worker thread is free,
         # so a stream may finish (and release) on another thread than the one it started on.
         self._lock = threading.Lock()
@@ -97,9 +104,10 @@ class VideoQA:
     def from_pretrained(cls, model: str = "demo", device: str | None = None, dtype: str | None = None,
                         attn_implementation: str = "sdpa", prune: PruneConfig | None = None,
                         frames: int | None = None, max_new_tokens: int = 64, prompt: str | None = None,
-                        decode: str = "eager", sampler: str | None = None) -> VideoQA:
+                        decode: str = "eager", sampler: str | None = None,
+                        prefix_cache_bytes: int | None = None) -> VideoQA:
         return cls(load_model(model, device, dtype, attn_implementation), prune, frames, max_new_tokens, prompt,
-                   decode=decode, sampler=sampler)
+                   decode=decode, sampler=sampler, prefix_cache_bytes=prefix_cache_bytes)
 
     @classmethod
     def from_spec(cls, spec: dict) -> VideoQA:
@@ -129,9 +137,11 @@ class VideoQA:
             self._clips.put(key, clip)
         return clip, self.clock() - t0
 
-    def encode(self, frames: np.ndarray, cancel: Callable[[], bool] | None = None) -> tuple[EncodedVideo, bool]:
-        """The vision tower's output for `frames`, and whether it came from the cache (keyed by content)."""
-        key = frames_hash(frames)
+    def encode(self, frames: np.ndarray, cancel: Callable[[], bool] | None = None,
+               key: str | None = None) -> tuple[EncodedVideo, bool]:
+        """The vision tower's output for `frames`, and whether it came from the cache (keyed by content; `key`:
+        `frames_hash(frames)` when the caller has it)."""
+        key = key or frames_hash(frames)
         enc = self._encoded.get_fresh(key)
         if enc is not None:
             return enc, True
@@ -140,13 +150,20 @@ class VideoQA:
         self._encoded.put(key, enc)
         return enc, False
 
-    def select(self, enc: EncodedVideo, cfg: PruneConfig, r: float) -> Selection:
+    def select(self, enc: EncodedVideo, cfg: PruneConfig, r: float, frames_key: str | None = None) -> Selection:
         """The visual tokens the LLM will see and as what: the method's choice when it prunes before the LLM,
-        else every token (FastV, if chosen, prunes inside the LLM)."""
+        else every token (FastV, if chosen, prunes inside the LLM). With `frames_key` (the encoding's cache key) a
+        question-independent choice is made once per clip, method, options and count."""
         method = cfg.method_spec
-        if method.acts is Acts.BEFORE_LLM:
-            return method.select(enc, keep_count(enc.layout.n_tokens, r), cfg.options)
-        return Selection(None, enc.features.reshape(-1, enc.features.shape[-1]))
+        if method.acts is not Acts.BEFORE_LLM:
+            return Selection(None, enc.features.reshape(-1, enc.features.shape[-1]))
+        keep = keep_count(enc.layout.n_tokens, r)
+        key = (frames_key, cfg.method, cfg.params, keep) if frames_key and method.question_independent else None
+        if (sel := self._selections.get_fresh(key) if key else None) is None:
+            sel = method.select(enc, keep, cfg.options)
+            if key:
+                self._selections.put(key, sel)
+        return sel
 
     def prompt_ids(self, question: str, history: list[tuple[str, str]] | None = None) -> list[int]:
         """The prompt's ids with one video-token slot (cached: a question is tokenised once); the question and
@@ -211,16 +228,20 @@ class VideoQA:
         clip, t_sample = self.sample(video, n_frames, sampler, cancel)
 
         t0 = self.clock()
-        enc, cached = self.encode(clip.frames, cancel)
+        frames_key = frames_hash(clip.frames)
+        enc, cached = self.encode(clip.frames, cancel, frames_key)
         t_encode = 0.0 if cached else self.clock() - t0
-        sel = self.select(enc, cfg, planned.r)
+        t0 = self.clock()
+        sel = self.select(enc, cfg, planned.r, frames_key)
+        t_select = self.clock() - t0
         ids = torch.tensor(expand_video_slot(text_ids, self.visual_token_id, len(sel.visual)),
                            device=self.device)
         hidden = enc.layout.n_tokens - len(sel.visual) if cfg.original_positions else 0  # positions pruned ones hold
         room = self.dims.context - len(ids) - hidden
         return Request(question=question, clip=clip, enc=enc, encode_cached=cached, ids=ids, cfg=cfg, plan=planned,
                        selection=sel, max_new=min(max_new, room), context_capped=room < max_new, t_start=t_start,
-                       t_sample=t_sample, t_encode=t_encode, history_dropped=len(history) - kept_turns)
+                       t_sample=t_sample, t_encode=t_encode, history_dropped=len(history) - kept_turns,
+                       t_select=t_select, frames_key=frames_key)
 
     def _free_after_frames(self, video, info, cfg: PruneConfig, frames: int | None, max_new: int) -> int:
         """Free memory for the plan, less what the frames about to be decoded will hold where they share
@@ -274,6 +295,11 @@ class VideoQA:
         plan = None
         if method.acts is Acts.IN_LLM:
             plan = method.plan(cfg.options, [req.r for req in requests], requests[0].enc.layout.tokens_per_frame)
+        if self.prefix_cache is not None and (method.question_independent or plan is not None):
+            state = prefill_cached(self.prefix_cache, self.decoder.lm, requests, batch, plan, self.dims.n_layers,
+                                   self.clock)
+            if state is not None:
+                return state
         return llm.prefill(self.decoder.lm, batch.embeds, batch.attention_mask, batch.visual_mask, plan,
                            batch.position_ids, clock=self.clock)
 
@@ -307,12 +333,9 @@ class VideoQA:
         run = BatchRun(kept=state.kept if fastv else None, scores=state.scores if fastv else None,
                        visual_offsets=state.visual_offsets, t_rank=state.t_rank,
                        cache_bytes=llm.cache_bytes(state.cache), t_prefill=t_prefill, t_generate=t_generate,
-                       peak=peak, t_end=self.clock())
-        from .models.languagebind import has_temporal_attention
-
-        tower = getattr(getattr(self.model, "model", None), "video_tower", None)
+                       peak=peak, t_end=self.clock(), prefix_hits=state.prefix_hits)
         setting = Setting(self.processor.tokenizer, self.dims, str(self.device),
-                          str(self.dtype).removeprefix("torch."), self.prompt, has_temporal_attention(tower))
+                          str(self.dtype).removeprefix("torch."), self.prompt, self.temporal_attention)
         return assemble(setting, requests, run, new_ids)
 
     # -- public API ---------------------------------------------------------------------------------

@@ -33,6 +33,8 @@ class Request:
     t_sample: float
     t_encode: float
     history_dropped: int = 0  # oldest conversation turns left out so the planned frames fit the context
+    t_select: float = 0.0
+    frames_key: str = ""  # content hash of the decoded frames (vision.frames_hash): the encoding's cache key
 
     @property
     def r(self) -> float:

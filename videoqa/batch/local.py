@@ -6,12 +6,12 @@ import time
 from collections.abc import Iterator
 
 from .run import AnswerFn, Produce, answer_one, base_record, summarize_answer
-from .worklist import WorkItem
+from .worklist import WorkItem, by_clip
 
 
 def local_engine(model_spec: dict, batch_size: int = 1) -> Produce:
     """The local back end for `model_spec` (see `VideoQA.from_spec`). The model is loaded when there is work,
-    before the progress bar starts, so the bar's rate counts clips only."""
+    before the progress bar starts, so the bar's rate counts clips only. Work goes clip by clip (`by_clip`)."""
 
     def produce(todo: list[WorkItem]) -> Iterator[dict]:
         from ..pipeline import VideoQA
@@ -19,6 +19,7 @@ def local_engine(model_spec: dict, batch_size: int = 1) -> Produce:
         family = family_answer_fn(model_spec)
         if family is not None:  # today's families: one item at a time (VideoQA's batching is Video-LLaVA's)
             return local_records(todo, family)
+        todo = by_clip(todo)
         qa = VideoQA.from_spec(model_spec)
         if batch_size > 1:
             return batched_records(todo, qa, batch_size)

@@ -21,7 +21,7 @@ from ..measure import call_with_timeout
 from .ray_connect import connect, resolve_address
 from .run import Produce, answer_one, base_record, summarize_answer
 from .shipped import check_same_file, error_text, shipped_rows, shipped_spec
-from .worklist import WorkItem
+from .worklist import WorkItem, by_clip
 
 
 @dataclass(frozen=True)
@@ -243,7 +243,9 @@ class RayRun:
         import ray
 
         # Paths are resolved here, where the user typed them, and checked before anything is sent.
-        rows, model_spec = shipped_rows(todo), shipped_spec(model_spec)
+        # Clip by clip: an actor's batches then hold one clip's questions more often, so its caches (decoded
+        # clip, encoding, prompt prefix) serve them; Ray Data does not promise a clip's rows one actor.
+        rows, model_spec = shipped_rows(by_clip(todo)), shipped_spec(model_spec)
         self.joined, connect_s = connect(resolve_address(opts.address), opts.num_cpus)
         self.phases = {"cluster connect": connect_s}
         layout = _layout(opts)

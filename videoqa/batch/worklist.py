@@ -40,6 +40,16 @@ def item_key(clip: str, question: str, id: str | None = None, fingerprint: str =
     return f"{key}::{fingerprint}" if fingerprint else key
 
 
+def by_clip(items: list[WorkItem]) -> list[WorkItem]:
+    """`items` with each clip's questions together, clips in the order they first appear, questions in their order:
+    a clip is decoded and encoded once and its prompt prefix reused (llm/prefix_cache.py) before the next clip
+    pushes it out of the pipeline's caches. Records are keyed, so the order they are written in changes nothing."""
+    groups: dict[str, list[WorkItem]] = {}
+    for it in items:
+        groups.setdefault(it.video, []).append(it)
+    return [it for group in groups.values() for it in group]
+
+
 def clip_name(video: str | Path, root: str | Path) -> str:
     """A clip's name in keys: its path below `root` (the folder it was found in, or the folder of the list or
     file that named it) under the root's own name, e.g. 'clips/deep/a.mp4'.

@@ -1,5 +1,5 @@
-"""`videoqa bench [llm] [frames] [video] [accuracy] [long] [tower]`: what pruning buys, measured, next to the FLOPs
-formula (tower: what the published tower's temporal attention costs).
+"""`videoqa bench [llm] [frames] [video] [accuracy] [long] [e2e] [tower] [laptop]`: what pruning buys, measured,
+next to the FLOPs formula (tower: what the published tower's temporal attention costs; laptop: LLaVA-OneVision-0.5B).
 
 Each suite prints one markdown table; `--out` also writes them to a file.
 """
@@ -11,7 +11,7 @@ import argparse
 from ..bench.setup import PRESETS, Setup
 from .options import positive_int
 
-SUITES = ("llm", "frames", "video", "accuracy", "long", "tower", "laptop")
+SUITES = ("llm", "frames", "video", "accuracy", "long", "e2e", "tower", "laptop")
 
 
 def register(sub) -> None:
@@ -34,12 +34,13 @@ def register(sub) -> None:
     g = p.add_argument_group("video suite")
     g.add_argument("--videos", nargs="+", metavar="FILE",
                    help="clips to time (default: the shipped sample clips and two generated ones)")
-    g = p.add_argument_group("accuracy and long suites")
+    g = p.add_argument_group("accuracy, long and e2e suites")
     g.add_argument("--model", default=None,
                    help="model evaluated (default: demo for accuracy, demo-long for long)")
     g.add_argument("--clips", type=positive_int, default=None,
                    help="clips evaluated (default: accuracy 100 held-out clips, 3 questions each; long: the whole "
-                        "long-clip split, 120 clips of 4-5 questions)")
+                        "long-clip split, 120 clips of 4-5 questions; e2e: 2 generated clips besides the 4 samples, "
+                        "20 questions each)")
     g.add_argument("--runs-dir", default=None,
                    help="run folders (resumable) and plots (default: runs/accuracy, runs/long)")
     g.add_argument("--split", default="test", choices=["test", "val"],
@@ -91,6 +92,10 @@ def suite_text(suite: str, args: argparse.Namespace) -> str:
         from ..bench.video import run_video
 
         return run_video(args.videos, repeats=args.repeats)
+    if suite == "e2e":
+        from ..bench.e2e import run_e2e
+
+        return run_e2e(args.model or "demo", 2 if args.clips is None else args.clips, device=args.device)
     if suite == "long":
         from ..bench.long import LONG_K, run_long
 

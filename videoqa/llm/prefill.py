@@ -38,6 +38,7 @@ class PrefillResult:
     t_rank: float = 0.0
     plan: LLMPlan | None = None  # its `after_token`, if any, runs while decoding
     steps: int = 0  # tokens decoded on this state (eager decoding)
+    prefix_hits: list[bool] = field(default_factory=list)  # per sample: its prefix came from the prefix cache
 
     @property
     def k(self) -> int | None:
@@ -73,8 +74,8 @@ def prefill(
     pass one that synchronises: see measure.device_clock).
     """
     lm = adapt(model)
-    kernel = lm.check_kernel()
-    b, n, _ = inputs_embeds.shape
+    lm.check_kernel()
+    b = inputs_embeds.shape[0]
     key_mask = attention_mask.bool()
     if position_ids is None:
         position_ids = position_ids_from_mask(attention_mask)
@@ -82,16 +83,27 @@ def prefill(
     if list(boundaries) != sorted(set(boundaries)) or any(not 0 < k < lm.n_layers for k in boundaries):
         raise ValueError(f"pruning layers {boundaries} must ascend, each in [1, {lm.n_layers - 1}]")
     cache = DynamicCache(config=lm.config)
-    h = inputs_embeds
-    pos_emb = lm.rotary_emb(h, position_ids=position_ids)
-    mask = layer_mask(kernel, key_mask, n, h.dtype)
     offsets = [int(visual_mask[i].nonzero()[0]) if visual_mask[i].any() else -1 for i in range(b)]
-    visual_index = [torch.arange(int(visual_mask[i].sum()), device=h.device) for i in range(b)]
-    h_in = h  # input of the layer just run: the attention rows a plan asks for are that layer's
     result = PrefillResult(logits=None, cache=cache, masks=[key_mask], boundaries=boundaries,
                            next_position=position_ids[..., -1].max(0).values + 1 if position_ids.dim() == 3
                            else position_ids[:, -1] + 1, visual_offsets=offsets, plan=plan)
-    for i in range(lm.n_layers):
+    return run_layers(lm, result, 0, inputs_embeds, inputs_embeds, position_ids, key_mask, visual_mask, clock,
+                      layer_additions)
+
+
+def run_layers(lm: LanguageModel, result: PrefillResult, start: int, h: Tensor, h_in: Tensor, position_ids: Tensor,
+               key_mask: Tensor, visual_mask: Tensor, clock: Callable[[], float],
+               layer_additions: list[Tensor] | None = None) -> PrefillResult:
+    """Layers [start, n_layers) on hidden states `h` (`h_in`: the input of layer start-1, whose attention rows a
+    plan pruning at `start` reads), pruning at `result.boundaries`; fills `result` (kept, scores, masks, logits).
+    The prefix cache (prefix_cache.py) enters here at the first pruning layer, with layers < it already cached.
+    `layer_additions[i]` [B, n, d] is added after layer i (Qwen3-VL's deepstack features), sliced with `h`."""
+    kernel, plan, boundaries, cache = lm.kernel, result.plan, result.boundaries, result.cache
+    b = h.shape[0]
+    pos_emb = lm.rotary_emb(h, position_ids=position_ids)
+    mask = layer_mask(kernel, key_mask, h.shape[1], h.dtype)
+    visual_index = [torch.arange(int(visual_mask[i].sum()), device=h.device) for i in range(b)]
+    for i in range(start, lm.n_layers):
         if i in boundaries:
             t0 = clock()
             view = LayerView(layer=i, hidden=h, hidden_prev=h_in, positions=position_ids, key_mask=key_mask,

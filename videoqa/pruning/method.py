@@ -143,6 +143,10 @@ class Method:
     # Samples fewer frames instead of pruning tokens (the `frames` baseline): the planner plans
     # round(kept tokens / tokens per frame) frames and R=0 inside (pruning/planner.py, `fewer_frames`).
     reduces_frames: bool = False
+    # Whether the visual tokens the LLM sees, and so the prompt's prefix up to them, are the same for every
+    # question about a clip: then its KV cache is reused across questions (videoqa/llm/prefix_cache.py). Default:
+    # every method that does not act inside the LLM (a method ranking there reads the question).
+    question_independent: bool | None = None
 
     def __post_init__(self):
         if (self.acts is Acts.BEFORE_LLM) != (self.select is not None):
@@ -151,6 +155,10 @@ class Method:
             raise ValueError(f"{self.name}: a method acting inside the LLM has a `plan` and a `layer_option`")
         if self.acts is Acts.BEFORE_LLM and self.positions is None:
             raise ValueError(f"{self.name}: a method acting before the LLM declares its positions rule")
+        if self.question_independent is None:
+            object.__setattr__(self, "question_independent", self.acts is not Acts.IN_LLM)
+        elif self.question_independent and self.acts is Acts.IN_LLM:
+            raise ValueError(f"{self.name}: a method acting inside the LLM ranks with the question")
         if self.positions_choosable and "keep_positions" not in self.option_names:
             object.__setattr__(self, "options", (*self.options, keep_positions_option(self.positions)))
 

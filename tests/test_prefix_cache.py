@@ -1,0 +1,167 @@
+"""The prefix cache: a clip's `system + USER: + visual tokens` KV cache reused across its questions gives the answers,
+kept tokens and logits of a full prefill, for every method, batched and with history; and a changed clip, another R or
+another method never gets a stale prefix."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers.clipgen import write_clip
+
+from videoqa.llm.prefix_cache import Prefix, PrefixCache
+from videoqa.model import load_model
+from videoqa.pipeline import VideoQA
+from videoqa.pruning import PruneConfig
+from videoqa.pruning.registry import REGISTRY
+
+QUESTIONS = ["What colour is the square?", "Which way does it move?", "Is there a circle in the video at all?"]
+HISTORY = [("What is it?", "A red square.")]
+
+
+@pytest.fixture(scope="module")
+def pipelines(tiny_model_dir):
+    """The same loaded model behind two pipelines: one with the prefix cache, one without."""
+    loaded = load_model(str(tiny_model_dir))
+    return VideoQA(loaded, max_new_tokens=6), VideoQA(loaded, max_new_tokens=6, prefix_cache_bytes=0)
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("prefix-clips")
+    return write_clip(folder / "a.mp4", n_frames=24), write_clip(folder / "b.mp4", n_frames=12, size=(48, 64))
+
+
+def run(qa: VideoQA, items, cfg: PruneConfig, history=None):
+    """Prefill and decode `items` [(clip, question)] as one batch: (last-position logits, FastV's kept sets or the
+    chosen ones, the answers, whether each prefix came from the cache)."""
+    cfg = qa._with_model_k(cfg).validate(qa.dims.n_layers)
+    requests = [qa.prepare(v, q, history, cfg, None, 6, share=len(items)) for v, q in items]
+    with torch.inference_mode():
+        state = qa.prefill(requests, qa.collate(requests))
+        logits = state.logits.clone()
+        kept = [k.tolist() for k in state.kept] if state.k is not None else [r.kept for r in requests]
+        hits = list(state.prefix_hits)
+        events = qa.decode(requests, state)
+        while True:
+            try:
+                next(events)
+            except StopIteration as done:
+                new_ids = done.value
+                break
+    answers = [qa.processor.tokenizer.decode(ids, skip_special_tokens=True).strip() for ids in new_ids]
+    return logits, kept, answers, hits
+
+
+def configs():
+    out = []
+    for method in REGISTRY:
+        r = None if not method.uses_r else 0.5
+        out.append(PruneConfig(method=method.name, **({} if r is None else {"r": r})))
+    return out
+
+
+def same_with_the_cache(pipelines, clips, cfg, batch):
+    """The second batch on the same clips reuses every prefix (FastV: layers < K); everything the user sees equals
+    the full prefill's."""
+    cached, plain = pipelines
+    items = [(clips[i % 2], QUESTIONS[i]) for i in range(batch)]
+    run(cached, [(v, "Anything here?") for v, _ in items], cfg)  # the first question about each clip fills it
+    logits, kept, answers, hits = run(cached, items, cfg)
+    ref_logits, ref_kept, ref_answers, ref_hits = run(plain, items, cfg)
+    assert hits == [True] * batch and ref_hits == []
+    torch.testing.assert_close(logits, ref_logits, rtol=1e-4, atol=1e-4)
+    assert kept == ref_kept
+    assert answers == ref_answers
+
+
+@pytest.mark.parametrize("cfg", configs(), ids=lambda c: c.method)
+def test_same_logits_kept_tokens_and_answers_with_the_cache(pipelines, clips, cfg):
+    same_with_the_cache(pipelines, clips, cfg, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg", configs(), ids=lambda c: c.method)
+def test_batched_prefixes_give_the_same_logits_kept_tokens_and_answers(pipelines, clips, cfg):
+    """A batch mixing clips and question lengths: prefixes and suffixes are padded apart."""
+    same_with_the_cache(pipelines, clips, cfg, 3)
+
+
+@pytest.mark.parametrize("method", ["none", "vispruner", "fastv"])
+def test_follow_ups_with_history_reuse_the_prefix(pipelines, clips, method):
+    """The chat's follow-ups: earlier turns come after the video in the prompt, so their prefix is the first
+    question's."""
+    cached, plain = pipelines
+    cfg = PruneConfig(method=method, r=0.5) if method != "none" else PruneConfig(method="none")
+    run(cached, [(clips[0], QUESTIONS[0])], cfg)
+    logits, kept, answers, hits = run(cached, [(clips[0], QUESTIONS[1])], cfg, history=HISTORY)
+    ref = run(plain, [(clips[0], QUESTIONS[1])], cfg, history=HISTORY)
+    assert hits == [True]
+    torch.testing.assert_close(logits, ref[0], rtol=1e-4, atol=1e-4)
+    assert (kept, answers) == (ref[1], ref[2])
+
+
+def test_fastv_keeps_only_the_layers_below_k(pipelines, clips):
+    cached, _ = pipelines
+    cached.prefix_cache.clear()
+    run(cached, [(clips[0], QUESTIONS[0])], PruneConfig(method="fastv", k=2, r=0.5))
+    (prefix,) = cached.prefix_cache._entries.values()
+    assert prefix.depth == 2 and prefix.hidden is not None and prefix.hidden.shape[1] == prefix.length
+    ids = cached.prompt_ids(QUESTIONS[0])
+    assert prefix.length == ids.index(cached.model.config.video_token_id) + 8 * 65  # up to the last visual token
+
+
+def stale_case(pipelines, first: tuple, second: tuple, between=lambda: None):
+    """Ask `first` (clip, cfg) with the cache, call `between`, then ask `second`: it must miss the cache and its
+    logits, kept tokens and answer must be the uncached ones."""
+    cached, plain = pipelines
+    run(cached, [(first[0], QUESTIONS[0])], first[1])
+    between()
+    misses = cached.prefix_cache.misses
+    logits, kept, answers, hits = run(cached, [(second[0], QUESTIONS[1])], second[1])
+    ref = run(plain, [(second[0], QUESTIONS[1])], second[1])
+    assert hits == [False] and cached.prefix_cache.misses == misses + 1
+    torch.testing.assert_close(logits, ref[0], rtol=1e-4, atol=1e-4)
+    assert (kept, answers) == (ref[1], ref[2])
+
+
+def test_a_changed_file_is_not_served_its_old_prefix(pipelines, tmp_path):
+    path = write_clip(tmp_path / "c.mp4", n_frames=24)
+    cfg = PruneConfig(method="vispruner", r=0.5)
+    stale_case(pipelines, (path, cfg), (path, cfg),
+               between=lambda: write_clip(path, n_frames=30, size=(48, 64)))  # same name, other frames
+
+
+def test_another_r_or_method_is_not_served_a_stale_prefix(pipelines, clips):
+    vispruner = PruneConfig(method="vispruner", r=0.5)
+    stale_case(pipelines, (clips[0], vispruner), (clips[0], PruneConfig(method="vispruner", r=0.75)))
+    stale_case(pipelines, (clips[0], vispruner), (clips[0], PruneConfig(method="random", r=0.5)))  # same length
+    stale_case(pipelines, (clips[0], vispruner), (clips[0], PruneConfig(method="vispruner", r=0.5,
+                                                                         params=(("keep_positions", True),))))
+    stale_case(pipelines, (clips[0], PruneConfig(method="fastv", k=2, r=0.5)),
+               (clips[0], PruneConfig(method="fastv", k=3, r=0.5)))
+
+
+def test_the_cache_is_bounded_by_bytes_least_recently_used_out():
+    def prefix(n):  # n tokens of one layer: 2 * n * 4 bytes
+        t = torch.zeros(1, 1, n, 1)
+        return Prefix((t,), (t.clone(),), None)
+
+    cache = PrefixCache(max_bytes=200)
+    for key in "abc":
+        cache.put(key, prefix(8))  # 64 bytes each
+    assert cache.get("a") is not None  # now the most recent
+    cache.put("d", prefix(8))  # 256 > 200: the least recent ("b") goes
+    assert [k for k in "abcd" if k in cache._entries] == ["a", "c", "d"] and cache.nbytes == 192
+    cache.put("e", prefix(40))  # larger than the whole bound: not kept, nothing evicted for it
+    assert "e" not in cache._entries and len(cache) == 3
+    assert (cache.hits, cache.misses) == (1, 0)
+
+
+def test_a_method_acting_inside_the_llm_cannot_claim_question_independence():
+    from videoqa.pruning.method import Acts, Method
+
+    fastv = REGISTRY.get("fastv")
+    assert not fastv.question_independent
+    assert all(m.question_independent for m in REGISTRY if m.acts is not Acts.IN_LLM)
+    with pytest.raises(ValueError, match="ranks with the question"):
+        Method(name="x", help="", acts=Acts.IN_LLM, plan=fastv.plan, layer_option="k", question_independent=True)
