@@ -6,15 +6,19 @@ import json
 import math
 import time
 from dataclasses import replace
+from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 from helpers import clipgen
 
 from videoqa.errors import InputError
 from videoqa.synth import long, short
-from videoqa.video import frame_indices, sample, sample_frames, scan_changes
-from videoqa.video.changes import ChangeScan, content_indices
+from videoqa.video import changes, frame_indices, sample, sample_frames, scan_changes
+from videoqa.video.changes import MAX_THUMBS, SCAN_FPS, THUMB_SIZE, ChangeScan, content_indices
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 
 
 def _event_clips(n: int) -> list[long.LongScene]:
@@ -139,3 +143,61 @@ def test_a_frame_count_the_backend_disagrees_with_falls_back_to_uniform(tmp_path
     clip = sample_frames(path, 8, sampler="content")
     assert clip.sampler == "uniform" and clip.indices == frame_indices(60, 8)
     assert clip.warnings == ["frames chosen uniformly: the change scan decoded 61 frames, pyav 60"]
+
+
+def _scan_of_every_frame(path: Path, max_thumbs: int = MAX_THUMBS) -> ChangeScan:
+    """The scan as first written (main before issue 37's fast scan): PyAV decodes every frame, each step-th one
+    is scaled to a grey thumbnail by its own to_ndarray call, the step doubled whenever too many are held."""
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        rate = float(stream.average_rate)
+        step = max(1, round(rate / SCAN_FPS))
+        thumbs, indices, count = [], [], 0
+        for frame in container.decode(stream):
+            if count % step == 0:
+                thumbs.append(frame.to_ndarray(width=THUMB_SIZE, height=THUMB_SIZE, format="gray"))
+                indices.append(count)
+                if len(thumbs) > max_thumbs:
+                    thumbs, indices, step = thumbs[::2], indices[::2], 2 * step
+            count += 1
+    return ChangeScan(np.asarray(indices), np.stack(thumbs).astype(np.float32), count, rate / step)
+
+
+@pytest.fixture(scope="module")
+def fast_clips(event_clips, tmp_path_factory):
+    """The repository's clips, the event clips, and the event clips at 24 frames a second (a thumbnail every 6th
+    frame, x264's B frames between: what the fast scan skips)."""
+    folder = tmp_path_factory.mktemp("fast")
+    quick = [short.write_mp4(long.render(scene), folder / f"{scene.name}-24fps.mp4", fps=24)
+             for scene, _ in event_clips[:3]]
+    return sorted(SAMPLES.glob("clips*/*.mp4")) + [p for _, p in event_clips] + quick
+
+
+@pytest.mark.slow
+def test_the_fast_scan_chooses_the_frames_a_decode_of_every_frame_chooses(fast_clips):
+    skipped = 0
+    for path in fast_clips:
+        # max_thumbs 20: the step doubles while scanning (the 24 fps clips only, to keep the test short)
+        for max_thumbs in (MAX_THUMBS, 20) if path.name.endswith("24fps.mp4") else (MAX_THUMBS,):
+            scan, before = scan_changes(path, max_thumbs=max_thumbs), _scan_of_every_frame(path, max_thumbs)
+            assert scan.n_frames == before.n_frames and scan.thumbs_per_s == before.thumbs_per_s
+            assert np.array_equal(scan.indices, before.indices) and np.array_equal(scan.thumbs, before.thumbs)
+            for num_frames in (8, 16, 32):
+                uniform = frame_indices(scan.n_frames, num_frames)
+                assert content_indices(scan, uniform) == content_indices(before, uniform), (path, num_frames)
+            skipped += scan.n_frames - scan.decoded
+    moved = 0
+    for path in fast_clips[-6:]:  # three 4 fps event clips, three at 24 fps
+        before = _scan_of_every_frame(path)
+        chosen = sample_frames(path, 8, sampler="content").indices
+        assert chosen == content_indices(before, frame_indices(before.n_frames, 8))
+        moved += chosen != frame_indices(before.n_frames, 8)
+    assert moved >= 2 and skipped > 0  # the 24 fps clips' non-reference frames between thumbnails were not decoded
+
+
+def test_without_pts_that_name_every_frame_the_scan_decodes_every_frame(fast_clips, monkeypatch):
+    monkeypatch.setattr(changes, "_pts_name_frames", lambda probed: False)
+    path = fast_clips[-1]
+    scan, before = scan_changes(path), _scan_of_every_frame(path)
+    assert scan.decoded == scan.n_frames == before.n_frames
+    assert np.array_equal(scan.indices, before.indices) and np.array_equal(scan.thumbs, before.thumbs)

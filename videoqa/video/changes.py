@@ -22,11 +22,19 @@ moments that look unlike their surroundings, from a cheap pass over low-resoluti
 
 Everything is deterministic: ties go to the earlier frame.
 
-The scan is a long step (every frame of the clip is decoded: ~1.3 ms per 1080p frame, minutes for a film), so,
-as every long step of videoqa: it asks ``cancel`` between packets (the web chat's Stop), keeps only 32x32
-thumbnails (scaled straight from the decoder's planes), reports its progress (``progress(fraction)``), and
-gives up after ``budget_s`` seconds with ``ScanOverBudget``, after which the caller takes uniform frames with
-a one-line notice.
+The scan is a long step (a frame that later frames are predicted from must be decoded whole: ~1.3 ms per
+1080p frame, minutes for a film), so, as every long step of videoqa: it asks ``cancel`` between packets (the web
+chat's Stop), reports its progress (``progress(fraction)``), and gives up after ``budget_s`` seconds with
+``ScanOverBudget``, after which the caller takes uniform frames with a one-line notice. It does no more work
+than the thumbnails need, and the thumbnails are the ones a plain decode of every frame gives (so the same
+frames are chosen; tests/test_content_sampler.py compares with that decode):
+
+* one swscale context scales every thumbnail straight from the decoder's planes (a new context per frame cost
+  ~10 ms at 1080p, more than decoding the frame);
+* when the demuxed pts name every frame (the rule the PyAV backend seeks by), a frame that is no thumbnail and
+  that no other frame is predicted from (an H.264/HEVC non-reference B frame) is not decoded at all
+  (FFmpeg's skip_frame=NONREF, set per packet). Reference frames are decoded in full: skipping their
+  deblocking filter was 1.6x faster but moved 8 of 54 frame choices on the long clips.
 """
 
 from __future__ import annotations
@@ -38,8 +46,10 @@ from pathlib import Path
 
 import av
 import numpy as np
+from av.video.reformatter import VideoReformatter
 
 from videoqa.errors import VideoError, VideoQAError
+from videoqa.video.probe import _probe, _pts_name_frames
 from videoqa.video.pyav import _frames, _open_stream
 
 FLOOR_EVERY = 2  # every FLOOR_EVERY-th uniform frame (and the last) stays: the floor
@@ -61,8 +71,9 @@ class ChangeScan:
 
     indices: np.ndarray  # (K,) frame number of each thumbnail, ascending, starting at 0
     thumbs: np.ndarray  # (K, THUMB_SIZE, THUMB_SIZE) float32 grey levels
-    n_frames: int  # frames the scan decoded
+    n_frames: int  # frames in the clip (as a decode of every frame counts them)
     thumbs_per_s: float  # thumbnails per second of video
+    decoded: int = 0  # frames the decoder gave (fewer than n_frames when non-reference frames were skipped)
 
 
 def novelty(thumbs: np.ndarray, half_window: int) -> np.ndarray:
@@ -120,22 +131,101 @@ def content_indices(scan: ChangeScan, uniform: list[int], floor_every: int = FLO
     return sorted(floor + peaks + free)
 
 
+def scan_step(rate: float, thumbs_per_s: float, n_frames: int, max_thumbs: int) -> int:
+    """Every step-th frame is thumbnailed: about ``thumbs_per_s`` a second of video, the step doubled until at
+    most ``max_thumbs`` thumbnails are held (what the scan without a frame count reaches by halving)."""
+    step = max(1, round(rate / thumbs_per_s))
+    while -(-n_frames // step) > max_thumbs:
+        step *= 2
+    return step
+
+
 def scan_changes(path: str | Path, thumbs_per_s: float = SCAN_FPS, size: int = THUMB_SIZE,
                  max_thumbs: int = MAX_THUMBS, cancel: Callable[[], bool] | None = None,
                  budget_s: float | None = SCAN_BUDGET_S, progress: Callable[[float], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> ChangeScan:
-    """Decode every frame with PyAV and keep a ``size`` x ``size`` grey thumbnail of every step-th one, the
-    step chosen for about ``thumbs_per_s`` thumbnails a second of video and doubled whenever more than
-    ``max_thumbs`` would be held. Raises VideoError for an unusable file, Cancelled when ``cancel()`` says
-    so, ScanOverBudget past ``budget_s`` seconds (None: no budget). ``progress`` gets the fraction of the
-    clip scanned, about once a second of video."""
+    """A ``size`` x ``size`` grey thumbnail of every step-th frame, the step chosen for about ``thumbs_per_s``
+    thumbnails a second of video and doubled whenever more than ``max_thumbs`` would be held. Raises VideoError
+    for an unusable file, Cancelled when ``cancel()`` says so, ScanOverBudget past ``budget_s`` seconds (None:
+    no budget). ``progress`` gets the fraction of the clip scanned, about once a second of video. Non-reference
+    frames between thumbnails are skipped when the demuxed pts name every frame (see module docstring)."""
     path = Path(path)
     start = clock()
+    probed = _probe(path)
+    pts = probed.scan.pts if _pts_name_frames(probed) else None
+    args = (path, thumbs_per_s, size, max_thumbs, cancel, budget_s, progress, clock, start)
+    scan = _scan_skipping(*args, pts) if pts else None
+    return scan if scan is not None else _scan_every_frame(*args)
+
+
+def _budget(budget_s: float | None, clock: Callable[[], float], start: float, done: int) -> None:
+    if budget_s is not None and clock() - start > budget_s:
+        raise ScanOverBudget(f"the change scan took over {budget_s:g} s ({done} frames read)")
+
+
+def _rate(stream) -> float | None:
+    return float(stream.average_rate or stream.guessed_rate or 0) or None
+
+
+def _scan_skipping(path: Path, thumbs_per_s: float, size: int, max_thumbs: int,
+                   cancel: Callable[[], bool] | None, budget_s: float | None,
+                   progress: Callable[[float], None] | None, clock: Callable[[], float], start: float,
+                   pts: list[int]) -> ChangeScan | None:
+    """The scan when ``pts`` (sorted) names every frame: frame k is the one whose pts is pts[k]. Returns None
+    when the decoder gives a frame those pts do not name, or misses a thumbnail (the caller then decodes every
+    frame)."""
+    number = {p: k for k, p in enumerate(pts)}
+    n = len(pts)
+    scaler = VideoReformatter()
+    thumbs: dict[int, np.ndarray] = {}
     container, stream = _open_stream(path)
     with container:
-        # Not skipping the deblocking filter: 1.6x faster, but it moved 8 of 54 frame choices on the long clips,
-        # whose measured tables the docs hold; the budget bounds the time instead.
-        rate = float(stream.average_rate or stream.guessed_rate or 0) or thumbs_per_s
+        rate = _rate(stream) or thumbs_per_s
+        step = scan_step(rate, thumbs_per_s, n, max_thumbs)
+        context = stream.codec_context
+
+        def choose(packet: av.Packet) -> None:  # read by FFmpeg when this packet is sent to the decoder
+            k = number.get(packet.pts)
+            context.skip_frame = "NONREF" if k is not None and k % step else "DEFAULT"
+
+        every, check, decoded = max(1, round(rate)), 0, 0
+        try:
+            for frame in _frames(container, stream, cancel, before=choose):
+                k = number.get(frame.pts)
+                if k is None:
+                    return None
+                decoded += 1
+                if k >= check:
+                    _budget(budget_s, clock, start, decoded)
+                    if progress is not None:
+                        progress(k / n)
+                    check = k + every
+                if k % step == 0:
+                    thumbs[k] = _thumb(scaler, frame, size)
+        except (av.FFmpegError, ValueError) as e:  # e.g. a frame format swscale cannot convert
+            raise VideoError(path, f"could not scan the frames for changes ({e})") from e
+    indices = list(range(0, n, step))
+    if len(thumbs) != len(indices):
+        return None
+    if progress is not None:
+        progress(1.0)
+    return ChangeScan(np.asarray(indices), np.stack([thumbs[k] for k in indices]).astype(np.float32), n,
+                      rate / step, decoded)
+
+
+def _thumb(scaler: VideoReformatter, frame: av.VideoFrame, size: int) -> np.ndarray:
+    return scaler.reformat(frame, width=size, height=size, format="gray").to_ndarray()
+
+
+def _scan_every_frame(path: Path, thumbs_per_s: float, size: int, max_thumbs: int,
+                      cancel: Callable[[], bool] | None, budget_s: float | None,
+                      progress: Callable[[float], None] | None, clock: Callable[[], float],
+                      start: float) -> ChangeScan:
+    """The scan when the frames can only be counted as they are decoded: every frame is decoded."""
+    scaler = VideoReformatter()
+    container, stream = _open_stream(path)
+    with container:
+        rate = _rate(stream) or thumbs_per_s
         expected = stream.frames or (float(stream.duration * stream.time_base) * rate
                                      if stream.duration and stream.time_base else 0)
         step = max(1, round(rate / thumbs_per_s))
@@ -143,12 +233,11 @@ def scan_changes(path: str | Path, thumbs_per_s: float = SCAN_FPS, size: int = T
         try:
             for frame in _frames(container, stream, cancel):
                 if count % max(1, round(rate)) == 0:
-                    if budget_s is not None and clock() - start > budget_s:
-                        raise ScanOverBudget(f"the change scan took over {budget_s:g} s ({count} frames read)")
+                    _budget(budget_s, clock, start, count)
                     if progress is not None and expected:
                         progress(min(1.0, count / expected))
                 if count % step == 0:
-                    thumbs.append(frame.to_ndarray(width=size, height=size, format="gray"))
+                    thumbs.append(_thumb(scaler, frame, size))
                     indices.append(count)
                     if len(thumbs) > max_thumbs:
                         thumbs, indices, step = thumbs[::2], indices[::2], 2 * step
@@ -159,5 +248,4 @@ def scan_changes(path: str | Path, thumbs_per_s: float = SCAN_FPS, size: int = T
         raise VideoError(path, "no decodable video frame (truncated or corrupt file)")
     if progress is not None:
         progress(1.0)
-    return ChangeScan(np.asarray(indices), np.stack(thumbs).astype(np.float32), count, rate / step)
-
+    return ChangeScan(np.asarray(indices), np.stack(thumbs).astype(np.float32), count, rate / step, count)

@@ -221,3 +221,11 @@ def _probe(path: Path) -> _Probed:
         info = _make_info(path, container, stream, scan, _estimate_count(stream, scan))
         return _Probed(info, scan, stream.frames or 0, tb, _declared_duration(container, stream),
                        _read_duration(stream, scan), _longest_gap(tb, scan))
+
+
+def _pts_name_frames(probed: _Probed) -> bool:
+    """Whether the demuxed pts name every frame: one distinct pts per packet, as many packets as the header
+    says (when it says), so frame k of a full decode is the one whose pts is ``probed.scan.pts[k]``."""
+    scan = probed.scan
+    return (bool(scan.pts) and len(scan.pts) == scan.packets and len(set(scan.pts)) == len(scan.pts)
+            and probed.header_frames in (0, scan.packets))

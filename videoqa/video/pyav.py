@@ -12,12 +12,14 @@ import numpy as np
 
 from videoqa.errors import Cancelled, VideoError
 from videoqa.video.clip import DECODE_EDGE, Clip, Pick, _loss, _warnings, decode_size, frame_indices
-from videoqa.video.probe import _BackendFailed, _open, _probe, _Scan, _video_stream
+from videoqa.video.probe import _BackendFailed, _open, _probe, _pts_name_frames, _Scan, _video_stream
 
 
-def _frames(container, stream, cancel: Callable[[], bool] | None = None):
+def _frames(container, stream, cancel: Callable[[], bool] | None = None,
+            before: Callable[[av.Packet], None] | None = None):
     """Decoded frames in presentation order, skipping packets the decoder rejects (corrupt data). `cancel`
-    is asked before each packet: True stops decoding (raises Cancelled)."""
+    is asked before each packet: True stops decoding (raises Cancelled); `before(packet)` runs just before a
+    packet is sent to the decoder."""
     packets = container.demux(stream)
     while True:
         if cancel is not None and cancel():
@@ -28,6 +30,8 @@ def _frames(container, stream, cancel: Callable[[], bool] | None = None):
             return
         except av.FFmpegError:
             break  # unreadable from here: flush what the decoder holds and stop
+        if before is not None:
+            before(packet)
         try:
             yield from packet.decode()
         except av.FFmpegError:
@@ -120,13 +124,7 @@ def _sample_pyav(path: Path, num_frames: int, allow_seek: bool = True, pick: Pic
     scan, info, tb = probed.scan, probed.info, probed.tb
     estimate = info.total_frames
     # Seeking identifies frames by their demuxed pts, so only use it when that list is trustworthy.
-    can_seek = (
-        allow_seek
-        and len(scan.key_pts) > 1
-        and len(scan.pts) == scan.packets
-        and len(set(scan.pts)) == len(scan.pts)
-        and probed.header_frames in (0, scan.packets)
-    )
+    can_seek = allow_seek and len(scan.key_pts) > 1 and _pts_name_frames(probed)
     if estimate == 0:
         raise VideoError(path, "no video frames in the file (truncated or corrupt)")
 
