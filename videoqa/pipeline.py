@@ -37,7 +37,7 @@ from .video import Clip, probe_video, sample_frames
 from .video.changes import SCAN_BUDGET_S
 from .video.clip import DECODE_EDGE
 from .video.samplers import check_sampler
-from .vision import LRU, encode_frames, frames_hash
+from .vision import LRU, encode_frames, feature_cache, frames_hash
 
 __all__ = ["ANSWER_RESERVE", "CACHE_SIZE", "DEFAULT_FRAMES", "Collated", "EncodedVideo", "Request", "TextDelta",
            "VideoQA", "frames_hash"]
@@ -83,8 +83,8 @@ class VideoQA:
         # "static": a preallocated KV cache; "compiled": that step under torch.compile (a CUDA graph on GPUs)
         self.decoder = llm.decoder_for(self.model, decode)
         self.encode_count = 0  # vision-tower runs: follow-ups on a cached clip do not add to it
-        self._encoded, self._prompts, self._selections = LRU(CACHE_SIZE), LRU(CACHE_SIZE), LRU(CACHE_SIZE)
-        self._clips, self._digests = new_clip_cache(CACHE_SIZE), LRU(64)  # clips by content (clip_cache.py)
+        self._encoded, self._selections = feature_cache(CACHE_SIZE), feature_cache(CACHE_SIZE)  # bounded in bytes too
+        self._clips, self._digests, self._prompts = new_clip_cache(CACHE_SIZE), LRU(64), LRU(CACHE_SIZE)  # clip_cache
         # Frames are decoded no larger than needed: the processor's size, or DECODE_EDGE for the page's frames.
         self.decode_edge = max(DECODE_EDGE, processor_edge(self.processor))
         self.free_memory = free_memory or free_memory_bytes

@@ -5,6 +5,7 @@ What a before-the-LLM pruning method chooses from (`EncodedVideo`); follow-up qu
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable
@@ -16,7 +17,12 @@ from .errors import Cancelled
 from .models import Family
 from .pruning import EncodedVideo
 
-__all__ = ["EncodedVideo", "LRU", "encode_frames", "frames_hash"]
+__all__ = ["ENCODED_CACHE_BYTES", "EncodedVideo", "LRU", "encode_frames", "feature_cache", "frames_hash",
+           "tensor_bytes"]
+
+# Vision features (and the selections made from them) kept per pipeline, in bytes: Video-LLaVA-7B's features of one
+# 64-frame clip are 168 MB in fp16, so a bound in entries alone let 8 of them hold 1.4 GB of the device's memory.
+ENCODED_CACHE_BYTES = 1 << 30
 
 
 def frames_hash(frames: np.ndarray) -> str:
@@ -60,3 +66,27 @@ class LRU(OrderedDict):
         self.move_to_end(key)
         while len(self) > self.size or (self.max_bytes is not None and self and self.nbytes() > self.max_bytes):
             self.popitem(last=False)  # a value larger than max_bytes alone is not kept either
+
+
+def tensor_bytes(value: object) -> int:
+    """Bytes of the tensor storages `value` holds in its dataclass fields, dicts, lists and tuples, at any depth;
+    a storage several views share is counted once, whole (a view keeps all of it alive)."""
+    seen: dict[tuple[str, int], int] = {}
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, torch.Tensor):
+            storage = item.untyped_storage()
+            seen[(str(item.device), storage.data_ptr())] = storage.nbytes()
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            todo.extend(getattr(item, f.name) for f in dataclasses.fields(item))
+        elif isinstance(item, dict):
+            todo.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            todo.extend(item)
+    return sum(seen.values())
+
+
+def feature_cache(entries: int) -> LRU:
+    """An LRU of encodings or selections, bounded by `entries` and by ENCODED_CACHE_BYTES of tensors."""
+    return LRU(entries, max_bytes=ENCODED_CACHE_BYTES, weigh=tensor_bytes)
