@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
+from videoqa.bench.accuracy import split_rows
+from videoqa.bench.long.core import read_scenes
+from videoqa.errors import VideoQAError
 from videoqa.eval.judges import ExactJudge  # noqa: E402
 from videoqa.pipeline import VideoQA  # noqa: E402
 from videoqa.pruning import PruneConfig  # noqa: E402
@@ -32,9 +36,9 @@ def bucket(duration: float) -> str:
 
 def evaluate(qa: VideoQA, root: Path, frames: int) -> dict[str, list[bool]]:
     """Per group name, the list of right/wrong answers."""
-    questions = json.loads((root / "test_q.json").read_text())
-    answers = {a["question_id"]: a for a in json.loads((root / "test_a.json").read_text())}
-    meta = {m["name"]: m for m in json.loads((root / "scenes.json").read_text())}
+    questions = split_rows(root, "test_q.json", "video_name", "question")
+    answers = {a["question_id"]: a for a in split_rows(root, "test_a.json", "answer", "type")}
+    meta = read_scenes(root)
     by_video: dict[str, list[dict]] = defaultdict(list)
     for q in questions:
         by_video[q["video_name"]].append(q)
@@ -69,8 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--frames", type=int, nargs="+", default=[8, 16, 24])
     p.add_argument("--out", help="also write the figures as JSON here")
     args = p.parse_args(argv)
-    qa = VideoQA.from_pretrained(args.model, device="cpu")
-    rows = {f: evaluate(qa, Path(args.root), f) for f in args.frames}
+    try:
+        qa = VideoQA.from_pretrained(args.model, device="cpu")
+        rows = {f: evaluate(qa, Path(args.root), f) for f in args.frames}
+    except VideoQAError as e:  # one line, as the videoqa command prints it
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     cols = list(dict.fromkeys(k for g in rows.values() for k in sorted(g, key=_order)))
     print("| frames | " + " | ".join(cols) + " |")
     print("|---" * (len(cols) + 1) + "|")

@@ -19,8 +19,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from videoqa.eval.judges import normalize
+from videoqa.jsonio import parse_json
 
 MODEL = "standin-judge-1"
+MAX_REQUEST_BYTES = 1 << 20  # a judge prompt is a few KB; a larger body is refused unread
 _FIELDS = re.compile(r"Question: (.*)\nCorrect Answer: (.*)\nPredicted Answer: (.*)\n\n", re.S)
 
 
@@ -41,7 +43,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         try:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            length = int(self.headers.get("Content-Length", 0))
+            if not 0 <= length <= MAX_REQUEST_BYTES:
+                return self._send(413, {"error": {"message": f"request body over {MAX_REQUEST_BYTES} bytes"}})
+            body = parse_json(self.rfile.read(length))  # hostile-safe: JSONProblem is a ValueError
             user = next(m["content"] for m in body["messages"] if m["role"] == "user")
             _question, answer, pred = _FIELDS.search(user).groups()
         except (ValueError, KeyError, TypeError, StopIteration, AttributeError):

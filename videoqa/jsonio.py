@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from pathlib import Path
 
 MAX_DIGITS = 308  # an integer longer than this is out of float range: no field of ours means one
+# A JSON file videoqa reads (a benchmark's question file is the largest: tens of MB); more is refused unread
+MAX_FILE_BYTES = 256 << 20
 
 
 class JSONProblem(ValueError):
@@ -57,14 +61,29 @@ def parse_json(text: str | bytes) -> object:
         raise JSONProblem(f"a number out of range ({str(e).splitlines()[0][:80]})") from None
 
 
-def read_json(path: str | Path, error: type[Exception]) -> object:
-    """The JSON value of the file at `path`; `error("<path>: <why>")` when it cannot be read or parsed."""
+def read_bounded(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of the regular file at `path`; OSError when it cannot be read, JSONProblem when it is not a
+    regular file (a FIFO would block, /dev/zero never ends) or holds more than `max_bytes`."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once, then is refused below
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise JSONProblem("not a regular file")
+        if st.st_size > max_bytes:
+            raise JSONProblem(f"{st.st_size} bytes, more than the {max_bytes} a JSON file may hold")
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:  # it grew while being read
+        raise JSONProblem(f"more than the {max_bytes} bytes a JSON file may hold")
+    return data
+
+
+def read_json(path: str | Path, error: type[Exception], max_bytes: int = MAX_FILE_BYTES) -> object:
+    """The JSON value of the file at `path`; `error("<path>: <why>")` when it cannot be read or parsed, is not a
+    regular file or holds more than `max_bytes`."""
     try:
-        data = Path(path).read_bytes()
+        return parse_json(read_bounded(path, max_bytes))
     except OSError as e:
         raise error(f"{path}: cannot be read ({e.strerror or e})") from None
-    try:
-        return parse_json(data)
     except JSONProblem as e:
         raise error(f"{path}: {e}") from None
 

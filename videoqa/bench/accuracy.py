@@ -14,10 +14,12 @@ from pathlib import Path
 from ..batch.local import local_records
 from ..batch.run import summarize_answer
 from ..batch.store import latest_by_key, read_records
-from ..eval.datasets import load_dataset
+from ..errors import InputError
+from ..eval.datasets import _load_json_list, load_dataset
 from ..eval.judges import ExactJudge, normalize
 from ..eval.report import plot_accuracy_vs_flops
 from ..eval.run import run_eval
+from ..jsonio import read_json
 from ..pruning import AUTO, REGISTRY, PruneConfig
 
 RATIOS = (0.25, 0.5, 0.75, 0.9)
@@ -26,11 +28,22 @@ METHODS = ("fastv", "vispruner", "random")
 OTHER_RATIOS = (0.5, 0.75, 0.9)  # every other registered method, with its defaults (issue 33's ratios)
 
 
+def split_rows(root: Path, name: str, *fields: str) -> list[dict]:
+    """The entries of a split's `name` file (test_q.json, test_a.json), read as `videoqa eval` reads them: size-limited
+    and hostile-safe (jsonio), each an object with `fields`; anything else is one InputError naming the file."""
+    return _load_json_list(root / name, fields)
+
+
+def split_marker(marker: Path) -> object:
+    """What a generated split's marker file says (None: no marker yet); an unusable one is an InputError."""
+    return read_json(marker, InputError) if marker.exists() else None
+
+
 def held_out_split(root: Path, n_clips: int, seed: int = 0) -> Path:
     """Write the held-out split in the MSVD layout under `root`, unless the same split is already there."""
     marker = root / "split.json"
     wanted = {"clips": n_clips, "seed": seed}
-    if not (marker.exists() and json.loads(marker.read_text()) == wanted):
+    if split_marker(marker) != wanted:
         from ..synth import short as synth
 
         synth.write_eval_split(root, synth.test_scenes(n_clips, seed), seed)
@@ -64,7 +77,7 @@ def configs(k: int) -> list[PruneConfig]:
 def exact_hits(root: Path, predictions_path: Path) -> dict[str, bool]:
     """question_id -> strict exact match (normalized answer == normalized prediction) for each predicted
     question of the split at `root`; an error record counts as a miss."""
-    truth = {a["question_id"]: a["answer"] for a in json.loads((root / "test_a.json").read_text())}
+    truth = {a["question_id"]: a["answer"] for a in split_rows(root, "test_a.json", "answer")}
     return {key: normalize(rec.get("answer") or "") == normalize(truth[key])
             for key, rec in latest_by_key(read_records(predictions_path)).items() if key in truth}
 
@@ -80,7 +93,7 @@ def run_name(cfg: PruneConfig) -> str:
 
 def per_type_exact(root: Path, predictions_path: Path) -> dict[str, tuple[int, int]]:
     """Strict exact match (normalized answer == normalized prediction): question type -> (hits, total)."""
-    types = {a["question_id"]: a.get("type", "all") for a in json.loads((root / "test_a.json").read_text())}
+    types = {a["question_id"]: a.get("type", "all") for a in split_rows(root, "test_a.json")}
     counts: dict[str, tuple[int, int]] = {}
     for key, hit in exact_hits(root, predictions_path).items():
         h, n = counts.get(types[key], (0, 0))

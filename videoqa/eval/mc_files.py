@@ -5,11 +5,11 @@ line naming the file, and the entry and field when it is one of them."""
 from __future__ import annotations
 
 import csv
-import json
 import os
 from pathlib import Path
 
 from ..errors import InputError
+from ..jsonio import JSONProblem, parse_json, read_bounded
 
 ROW_EXTS = (".parquet", ".json", ".jsonl", ".csv")
 
@@ -24,14 +24,14 @@ def read_rows(path: Path) -> list[dict]:
                 raise InputError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow), or give the "
                                  "rows as .json") from None
             return pq.read_table(path).to_pylist()
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path).decode("utf-8")
         if path.suffix == ".csv":
             return list(csv.DictReader(text.splitlines()))
         if path.suffix == ".jsonl":
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+            return [parse_json(line) for line in text.splitlines() if line.strip()]
+        data = parse_json(text)
+    except JSONProblem as e:
+        raise InputError(f"{path}: {e}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"{path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
     except Exception as e:  # noqa: BLE001 - pyarrow's own errors: a damaged or non-Parquet file

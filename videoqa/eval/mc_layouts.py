@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from ..jsonio import read_json
 from .choice import BAD_REFERENCE, LETTERS, MCItem, lettered, strip_letter
 from .mc_files import field, file_index, find, first_file, read_rows
 
@@ -199,11 +200,9 @@ def load_egoschema(root: Path, split: str | None) -> Loaded:
     answers_path = root / "subset_answers.json"
     answers = {}
     if answers_path.is_file():
-        import json
-
         try:
-            answers = {str(k): v for k, v in json.loads(answers_path.read_text(encoding="utf-8")).items()}
-        except (ValueError, AttributeError):
+            answers = {str(k): v for k, v in read_json(answers_path, InputError).items()}
+        except AttributeError:
             raise InputError(f"{answers_path}: expected a JSON object {{q_uid: option index}}") from None
     videos = file_index(root / "videos") or file_index(root)
     items = []
@@ -329,9 +328,10 @@ def load_nextqa(root: Path, split: str | None) -> Loaded:
     mapping = {}
     map_file = root / "map_vid_vidorID.json"
     if map_file.is_file():
-        import json
-
-        mapping = {str(k): str(v) for k, v in json.loads(map_file.read_text(encoding="utf-8")).items()}
+        mapping = read_json(map_file, InputError)
+        if not isinstance(mapping, dict):
+            raise InputError(f"{map_file}: expected a JSON object {{video: vidor id}}")
+        mapping = {str(k): str(v) for k, v in mapping.items()}
     items = []
     for i, r in enumerate(rows):
         vid = str(field(r, "video", path, i))

@@ -7,7 +7,6 @@ and tower -> the method's choice before the LLM, or FastV inside it -> our prefi
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,6 +15,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError, ModelLoadError
+from ..jsonio import parse_json, read_bounded
 from ..pruning import Acts, ModelDims, PruneConfig, keep_count
 from ..pruning.budget import ANSWER_RESERVE, check_context
 from ..pruning.method import Positions
@@ -68,8 +68,8 @@ def family_of(path: str | Path) -> str | None:
     if not config.is_file():
         return None
     try:
-        return MODEL_TYPES.get(json.loads(config.read_text()).get("model_type"))
-    except (OSError, ValueError):
+        return MODEL_TYPES.get(parse_json(read_bounded(config)).get("model_type"))
+    except (OSError, ValueError, AttributeError):  # JSONProblem is a ValueError; AttributeError: not an object
         return None  # the Video-LLaVA loader reports an unreadable config in its words
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from ..errors import InputError
+from ..jsonio import JSONProblem, parse_json, read_bounded
 from .languagebind import TEMPORAL_FILE, TEMPORAL_PARTS
 
 ADDED_TOKENS = ("<image>", "<video>", "<pad>")  # the -hf checkpoint's ids 32000, 32001, 32002
@@ -68,10 +69,10 @@ class Report:
 
 def read_json(path: Path, what: str) -> dict:
     try:
-        return json.loads(path.read_text())
+        return parse_json(read_bounded(path))
     except FileNotFoundError:
         raise InputError(f"{path.parent}: no config.json; is it {what}?") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, JSONProblem) as e:
         raise InputError(f"{path}: cannot read it ({e})") from None
 
 

@@ -24,7 +24,7 @@ from ...eval.datasets import load_dataset
 from ...models.video_llava import video_llava_7b_dims
 from ...pruning import REGISTRY, ModelDims, PruneConfig
 from ...pruning.flops import estimate_flops
-from ..accuracy import exact_hits
+from ..accuracy import exact_hits, split_marker, split_rows
 from .core import (
     BUCKETS,
     FASTVID_RATIOS,
@@ -35,6 +35,7 @@ from .core import (
     THIRDS,
     Row,
     RowResult,
+    read_scenes,
     resolve_frames,
     text_tokens_of,
 )
@@ -67,7 +68,7 @@ def long_split(root: Path, split: str, clips: int, seed: int = 0, erase: bool = 
     A smaller split is a prefix of a larger one, so run folders stay valid when `clips` changes."""
     marker = root / "split.json"
     wanted = {"split": split, "clips": clips, "seed": seed} | ({"erased": True} if erase else {})
-    if not (marker.exists() and json.loads(marker.read_text()) == wanted):
+    if split_marker(marker) != wanted:
         from ...synth import long as synth_long
 
         scenes = {"test": synth_long.test_scenes, "val": synth_long.val_scenes}[split](clips, seed)
@@ -87,10 +88,10 @@ def question_info(root: Path) -> dict[str, QuestionInfo]:
     from ...synth import long as synth_long
 
     event_types = {t for types in synth_long.KIND_TYPES.values() for t in types}
-    scenes = {s["name"]: s for s in json.loads((root / "scenes.json").read_text())}
-    videos = {q["question_id"]: q["video_name"] for q in json.loads((root / "test_q.json").read_text())}
+    scenes = read_scenes(root)
+    videos = {q["question_id"]: q["video_name"] for q in split_rows(root, "test_q.json", "video_name")}
     info = {}
-    for a in json.loads((root / "test_a.json").read_text()):
+    for a in split_rows(root, "test_a.json", "type"):
         scene = scenes[videos[a["question_id"]]]
         bucket = next(label for label, longest in BUCKETS if scene["duration_s"] <= longest)
         third = scene["event_third"] if a["type"] in event_types else None

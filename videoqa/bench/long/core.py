@@ -8,7 +8,10 @@ import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
+from ...errors import InputError
+from ...jsonio import read_json
 from ...model_policy import ModelPolicy
 from ...pruning import ModelDims, PruneConfig
 from ...pruning.adaptive import AdaptivePolicy
@@ -20,6 +23,16 @@ THIRDS = ("first", "middle", "last")
 FASTVID_RATIOS = (0.5, 0.75, 0.9, 0.95)
 FRAME_FLOOR = 0.5  # the floor row's share (chosen on the validation split)
 LONG_K = 2  # FastV's layer in this table's rows (chosen on the validation split)
+
+
+def read_scenes(root: Path) -> dict[str, dict]:
+    """A long split's scenes.json (size-limited, hostile-safe: jsonio) by clip name; a file that is not a list of
+    objects each with a string "name" is one InputError naming it."""
+    path = root / "scenes.json"
+    data = read_json(path, InputError)
+    if not isinstance(data, list) or not all(isinstance(s, dict) and isinstance(s.get("name"), str) for s in data):
+        raise InputError(f"{path}: expected a JSON list of objects, each with a \"name\"")
+    return {s["name"]: s for s in data}
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ Runs are resumable eval runs like the table's rows; the 8-frame and "max" rows a
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,8 +21,8 @@ from pathlib import Path
 from ...eval.datasets import load_dataset
 from ...eval.judges import normalize
 from ...pruning import PruneConfig
-from ..accuracy import exact_hits
-from .core import Row, resolve_frames
+from ..accuracy import exact_hits, split_rows
+from .core import Row, read_scenes, resolve_frames
 from .run import run_row
 
 FRAME_COUNTS: tuple[int | str, ...] = (8, 16, 24, "max")
@@ -55,7 +54,7 @@ def event_types() -> set[str]:
 def blind_answers(root: Path) -> dict[str, str]:
     """Each question type's most common answer on the split (ties: alphabetical, so it is reproducible)."""
     by_type: dict[str, Counter] = {}
-    for a in json.loads((root / "test_a.json").read_text()):
+    for a in split_rows(root, "test_a.json", "type", "answer"):
         by_type.setdefault(a["type"], Counter())[a["answer"]] += 1
     return {t: min(c.items(), key=lambda kv: (-kv[1], kv[0]))[0] for t, c in by_type.items()}
 
@@ -75,9 +74,9 @@ def tally(frames: int | str, preds: dict[str, dict], erased: dict[str, dict], hi
           root: Path, blind: dict[str, str]) -> ReadsRow:
     """One row from the predictions on the clips (`preds`, all questions) and on the erased clips (`erased`,
     event questions), keyed by question id."""
-    answers = {a["question_id"]: a for a in json.loads((root / "test_a.json").read_text())}
-    videos = {q["question_id"]: q["video_name"] for q in json.loads((root / "test_q.json").read_text())}
-    scenes = {s["name"]: s for s in json.loads((root / "scenes.json").read_text())}
+    answers = {a["question_id"]: a for a in split_rows(root, "test_a.json", "type", "answer")}
+    videos = {q["question_id"]: q["video_name"] for q in split_rows(root, "test_q.json", "video_name")}
+    scenes = read_scenes(root)
     row = ReadsRow(frames)
     used = [rec["stats"]["frames"] for rec in preds.values() if not rec.get("error")]
     row.frames_used = (min(used), max(used)) if used else (0, 0)
@@ -113,7 +112,7 @@ def evaluate_reads(qa, root: Path, erased_root: Path, runs: Path, model: str, sp
 
     ds = load_dataset("msvd", root)
     ds_erased = load_dataset("msvd", erased_root)
-    types = {a["question_id"]: a["type"] for a in json.loads((root / "test_a.json").read_text())}
+    types = {a["question_id"]: a["type"] for a in split_rows(root, "test_a.json", "type")}
     ds_erased = replace(ds_erased, items=[it for it in ds_erased.items if types[it.question_id] in event_types()])
     blind = blind_answers(root)
     # uniform frames: "shown" is decided from the uniform sample (shown_at), whatever the model's card prefers

@@ -13,7 +13,6 @@ sampler gets, and how much pruning keeps at many frames.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,7 +22,7 @@ from ...pruning.budget import largest
 from ...pruning.flops import estimate_flops
 from ...video.clip import frame_indices
 from ...video.pyav import _sample_pyav
-from .core import Row, RowResult
+from .core import Row, RowResult, read_scenes
 
 if TYPE_CHECKING:
     from ...video import Clip
@@ -63,7 +62,7 @@ def oracle_indices(scene: dict, num_frames: int) -> list[int]:
 def oracle_clip(video: str | Path, num_frames: int) -> Clip:
     """The oracle's frames of one clip of a long split (its scenes.json sits beside videos/)."""
     video = Path(video)
-    scenes = {s["name"]: s for s in json.loads((video.parent.parent / "scenes.json").read_text())}
+    scenes = read_scenes(video.parent.parent)
     idx = oracle_indices(scenes[video.stem], num_frames)
     clip = _sample_pyav(video, num_frames, pick=lambda total, _n: [min(i, total - 1) for i in idx])
     clip.sampler = ORACLE
