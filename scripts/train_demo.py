@@ -34,6 +34,7 @@ from videoqa.models.tiny import (
     build_processor,
     build_tokenizer,
 )
+from videoqa.safe_load import LOAD_KWARGS
 from videoqa.synth import short as synth
 
 HERE = Path(__file__).resolve().parents[1] / "samples"  # where the shipped models live
@@ -340,8 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     items = eval_items(test, cache, a.seed)
 
     if a.eval_only:
-        model = VideoLlavaForConditionalGeneration.from_pretrained(out).eval()
-        processor = VideoLlavaProcessor.from_pretrained(out)
+        model = VideoLlavaForConditionalGeneration.from_pretrained(out, **LOAD_KWARGS).eval()
+        processor = VideoLlavaProcessor.from_pretrained(out, **LOAD_KWARGS)
         res = evaluate(model, processor, items, show=6)
         print(json.dumps(asdict(res), indent=1))
         return 0
@@ -349,8 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     spec = make_spec(a)
     torch.manual_seed(a.seed)
     if a.init:
-        model = VideoLlavaForConditionalGeneration.from_pretrained(a.init)
-        processor = VideoLlavaProcessor.from_pretrained(a.init)
+        model = VideoLlavaForConditionalGeneration.from_pretrained(a.init, **LOAD_KWARGS)
+        processor = VideoLlavaProcessor.from_pretrained(a.init, **LOAD_KWARGS)
         tok, config = processor.tokenizer, model.config
     else:
         tok = build_tokenizer(synth.corpus() + BASE_CORPUS, a.vocab)

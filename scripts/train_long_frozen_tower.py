@@ -48,6 +48,7 @@ from scripts import long_tower as lt
 from scripts import train_demo as td
 from scripts.long_val import evaluate, forward, score
 from videoqa.models.tiny import VIDEO_ID  # noqa: E402
+from videoqa.safe_load import LOAD_KWARGS  # noqa: E402
 from videoqa.synth import long as synth_long  # noqa: E402
 from videoqa.synth import short as synth  # noqa: E402
 
@@ -108,7 +109,7 @@ class LongArgs:
 
 def build(a: LongArgs) -> tuple[VideoLlavaForConditionalGeneration, VideoLlavaProcessor]:
     """A fresh 16 px-patch tower and projector; the demo's LLM grown by identity layers to a longer context."""
-    old = VideoLlavaForConditionalGeneration.from_pretrained(a.init)
+    old = VideoLlavaForConditionalGeneration.from_pretrained(a.init, **LOAD_KWARGS)
     cfg = old.config
     cfg.vision_config.patch_size = a.patch
     grid = cfg.vision_config.image_size // a.patch
@@ -126,10 +127,10 @@ def build(a: LongArgs) -> tuple[VideoLlavaForConditionalGeneration, VideoLlavaPr
         torch.nn.init.zeros_(layer.mlp.down_proj.weight)
     model.generation_config = old.generation_config
     if a.resume:  # the tower comes from the feature cache either way; the rest continues where that run stopped
-        prev = VideoLlavaForConditionalGeneration.from_pretrained(a.resume).state_dict()
+        prev = VideoLlavaForConditionalGeneration.from_pretrained(a.resume, **LOAD_KWARGS).state_dict()
         model.load_state_dict({k: v for k, v in prev.items() if "video_tower" not in k and "image_tower" not in k},
                               strict=False)
-    processor = VideoLlavaProcessor.from_pretrained(a.init)
+    processor = VideoLlavaProcessor.from_pretrained(a.init, **LOAD_KWARGS)
     processor.patch_size = a.patch
     return model, processor
 

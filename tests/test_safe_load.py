@@ -77,14 +77,17 @@ def _from_pretrained_calls(path: Path) -> list[tuple[int, str]]:
     return calls
 
 
-def test_every_transformers_load_in_videoqa_passes_load_kwargs():
-    """Rule 1 for the loaders other issues add (new families under videoqa/models/): a static check, since a
-    from_pretrained without trust_remote_code=False is one keypress away from running a folder's code."""
-    bare = [f"{p.relative_to(REPO)}:{line}" for p in sorted((REPO / "videoqa").rglob("*.py"))
-            for line, src in _from_pretrained_calls(p)
+def test_every_transformers_load_in_videoqa_and_scripts_passes_load_kwargs():
+    """Rule 1 for the loaders other issues add (new families under videoqa/models/, training scripts): a static
+    check, since a from_pretrained without trust_remote_code=False is one keypress away from running a folder's
+    code."""
+    files = sorted((REPO / "videoqa").rglob("*.py")) + sorted((REPO / "scripts").rglob("*.py"))
+    bare = [f"{p.relative_to(REPO)}:{line}" for p in files for line, src in _from_pretrained_calls(p)
             if "LOAD_KWARGS" not in src and "trust_remote_code=False" not in src]
     assert bare == []
-    assert _from_pretrained_calls(REPO / "videoqa" / "models" / "base.py")  # the check sees the loader it guards
+    # the check sees the loaders it guards
+    assert _from_pretrained_calls(REPO / "videoqa" / "models" / "base.py")
+    assert len(_from_pretrained_calls(REPO / "scripts" / "train_demo.py")) >= 4
 
 
 def test_a_folder_of_another_architecture_is_refused_naming_the_supported_ones(tiny_model_dir, tmp_path):
