@@ -51,7 +51,7 @@ def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto", 
 
     ``backend``: "auto" (PyAV, then decord if PyAV cannot decode the file), "pyav" or "decord" (that one
     only). ``sampler``: "uniform" (Video-LLaVA's evenly spaced frames) or "content" (half of them uniform,
-    the rest moved to where the video changes, from a low-resolution pass over every frame; see
+    the rest moved to where the video changes, from a pass over the clip that keeps small grey thumbnails; see
     videoqa/video/changes.py). ``Clip.sampler`` says which chose the frames: a content request on a file
     whose decoders disagree on the frame count falls back to uniform, with a warning. Raises VideoError for
     any unusable file, InputError for bad arguments. ``cancel``: asked between frames (PyAV) and before each
