@@ -159,6 +159,7 @@ def scan_changes(path: str | Path, thumbs_per_s: float = SCAN_FPS, size: int = T
 
 
 def _budget(budget_s: float | None, clock: Callable[[], float], start: float, done: int) -> None:
+    """ScanOverBudget once the scan has run `budget_s` seconds; `done`: frames of the clip it got through."""
     if budget_s is not None and clock() - start > budget_s:
         raise ScanOverBudget(f"the change scan took over {budget_s:g} s ({done} frames read)")
 
@@ -196,7 +197,7 @@ def _scan_skipping(path: Path, thumbs_per_s: float, size: int, max_thumbs: int,
                     return None
                 decoded += 1
                 if k >= check:
-                    _budget(budget_s, clock, start, decoded)
+                    _budget(budget_s, clock, start, k)  # frames of the clip got through, skipped ones included
                     if progress is not None:
                         progress(k / n)
                     check = k + every
