@@ -165,3 +165,30 @@ def test_a_method_acting_inside_the_llm_cannot_claim_question_independence():
     assert all(m.question_independent for m in REGISTRY if m.acts is not Acts.IN_LLM)
     with pytest.raises(ValueError, match="ranks with the question"):
         Method(name="x", help="", acts=Acts.IN_LLM, plan=fastv.plan, layer_option="k", question_independent=True)
+
+
+@pytest.mark.parametrize("cfg", [PruneConfig(method="none"), PruneConfig(method="vispruner", r=0.5),
+                                 PruneConfig(method="fastv", k=2, r=0.5),
+                                 PruneConfig(method="fastv", k=2, r=0.5, params=(("rank_by", "text"),))],
+                         ids=["none", "vispruner", "fastv", "fastv-text"])
+def test_a_three_turn_chat_reuses_the_conversation_so_far(pipelines, clips, cfg):
+    """The web chat's follow-ups: the second turn starts from the clip's prefix, the third from the second turn's
+    whole prompt (the clip and the first turn); each turn's logits, kept tokens and answer are those of a full
+    prefill. (FastV ranking by every text token reads the earlier turns' rows from the kept prefix.)"""
+    cached, plain = pipelines
+    cached.prefix_cache.clear()
+    history: list[tuple[str, str]] = []
+    reused, lengths = [], []
+    for question in QUESTIONS:
+        before = cached.prefix_cache.reused_tokens
+        logits, kept, answers, _ = run(cached, [(clips[0], question)], cfg, history=history)
+        ref = run(plain, [(clips[0], question)], cfg, history=history)
+        torch.testing.assert_close(logits, ref[0], rtol=1e-4, atol=1e-4)
+        assert (kept, answers) == (ref[1], ref[2])
+        reused.append(cached.prefix_cache.reused_tokens - before)
+        c = cached._with_model_k(cfg).validate(cached.dims.n_layers)
+        lengths.append(len(cached.prepare(clips[0], question, history, c, None, 6).ids))
+        history.append((question, answers[0] or "A red square."))
+    clip_prefix = cached.prompt_ids(QUESTIONS[0]).index(cached.model.config.video_token_id) + (
+        lengths[0] - len(cached.prompt_ids(QUESTIONS[0])) + 1)  # up to and including the last visual token
+    assert reused == [0, clip_prefix, lengths[1]]
