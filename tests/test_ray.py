@@ -56,17 +56,17 @@ def spec(model, r) -> dict:
             "frames": None, "max_new_tokens": 6, "prompt": "plain"}
 
 
-def local_reference(root, items, model_spec):
+def local_reference(root, items, model_spec, name: str = "local"):
     """The local engine's records, on one torch thread like a Ray actor (bit-identical arithmetic)."""
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        run_batch(items, root / f"local-{model_spec['prune']['r']}.jsonl", local_engine(model_spec), progress=False)
+        run_batch(items, root / f"{name}-{model_spec['prune']['r']}.jsonl", local_engine(model_spec), progress=False)
     finally:
         torch.set_num_threads(threads)
-    return latest_by_key(read_records(root / f"local-{model_spec['prune']['r']}.jsonl"))
+    return latest_by_key(read_records(root / f"{name}-{model_spec['prune']['r']}.jsonl"))
 
 
 def assert_same_records(got: dict, want: dict) -> None:
@@ -139,7 +139,7 @@ def test_each_clips_questions_go_to_one_actor_that_encodes_and_prefills_it_once(
     questions = [QUESTION, "What colour is the shape?", "Which way does it move?"]
     items = collect_work(clips, questions)
     model_spec = spec(model, 0.5)
-    want = local_reference(root, items, model_spec)
+    want = local_reference(root, items, model_spec, "local-by-clip")
     out = root / "ray-by-clip.jsonl"
     summary = run_batch(items, out, ray_engine(model_spec, RayOptions(actors=2, timeout_s=60,
                                                                       address=cluster.address)), progress=False)
