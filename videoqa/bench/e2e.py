@@ -85,8 +85,10 @@ def configs() -> list[PruneConfig]:
     return [PruneConfig(method=m.name) if not m.uses_r else PruneConfig(method=m.name, r=0.5) for m in REGISTRY]
 
 
-def run_e2e(model: str = "demo", n_generated: int = 2, device: str | None = None) -> str:
-    """The suite's tables."""
+def run_e2e(model: str = "demo", n_generated: int = 2, device: str | None = None,
+            methods: list[str] | None = None) -> str:
+    """The suite's tables (`methods`: those registered methods only, by name, and "none", the reference; default
+    all)."""
     from ..pipeline import VideoQA
 
     loaded = load_model(model, device)
@@ -95,7 +97,7 @@ def run_e2e(model: str = "demo", n_generated: int = 2, device: str | None = None
         tables = []
         for batched in (False, True):
             results = {}
-            for cfg in configs():
+            for cfg in [c for c in configs() if methods is None or c.method in {"none", *methods}]:
                 for cached in (False, True):
                     qa = VideoQA(loaded, max_new_tokens=16, prefix_cache_bytes=None if cached else 0)
                     results[cfg.method, cached] = measure(qa, work, qa._config(cfg, None)[0], batched)
