@@ -192,6 +192,8 @@ def test_a_three_turn_chat_reuses_the_conversation_so_far(pipelines, clips, cfg)
     clip_prefix = cached.prompt_ids(QUESTIONS[0]).index(cached.model.config.video_token_id) + (
         lengths[0] - len(cached.prompt_ids(QUESTIONS[0])) + 1)  # up to and including the last visual token
     assert reused == [0, clip_prefix, lengths[1]]
+    # what stays: the clip's prefix and the latest turn's whole prompt (the second turn's gave way to it)
+    assert sorted(len(k.ids) for k in cached.prefix_cache._entries) == [clip_prefix, lengths[2]]
 
 
 @torch.no_grad()

@@ -23,11 +23,14 @@ def prefill_cached(cache: PrefixCache, lm, requests: list[Request], batch: Colla
     found = [_prefix(cache, lm, key, batch, i, lengths[i], req.history_turns > 0)
              for i, (req, key) in enumerate(zip(requests, keys, strict=True))]
     whole: dict[int, Prefix | None] = {i: None for i, req in enumerate(requests) if req.history_turns > 0}
-    state = prefill_after_prefixes(lm, [p for p, _ in found], batch.embeds, batch.attention_mask,
+    state = prefill_after_prefixes(lm, [p for p, _, _ in found], batch.embeds, batch.attention_mask,
                                    batch.visual_mask, batch.position_ids, plan, clock=clock, whole=whole)
     for i, prefix in whole.items():
+        # A chat goes on from its latest turn: the turn this one extends gives way to it (the clip's prefix stays).
+        if len(found[i][2].ids) > lengths[i]:
+            cache.discard(found[i][2])
         cache.put(keys[i], prefix)
-    state.prefix_hits = [hit for _, hit in found]
+    state.prefix_hits = [hit for _, hit, _ in found]
     return state
 
 
@@ -42,13 +45,14 @@ def _key(req: Request, batch: Collated, i: int, depth: int) -> PrefixKey:
 
 
 def _prefix(cache: PrefixCache, lm, key: PrefixKey, batch: Collated, i: int, length: int,
-            follow_up: bool) -> tuple[Prefix, bool]:
+            follow_up: bool) -> tuple[Prefix, bool, PrefixKey]:
     """Sample `i`'s prompt prefix through layers [0, key's depth): for a follow-up the longest kept one (the
     conversation so far), else the first `length` tokens (up to the last visual one) from the cache or computed
-    and kept; and whether it was found."""
-    if follow_up and (prefix := cache.longest(key, length)) is not None:
-        return prefix, True
+    and kept; whether it was found, and its key."""
+    if follow_up and (found := cache.longest(key, length)) is not None:
+        return found[1], True, found[0]
     clip = PrefixKey(key.context, key.ids[:length], key.positions[:length])
     start = batch.embeds.shape[1] - len(key.ids)
     pos = batch.position_ids[i:i + 1, start:start + length]
-    return cached_prefix(cache, clip, lm, batch.embeds[i:i + 1, start:start + length], pos, key.context[2])
+    prefix, hit = cached_prefix(cache, clip, lm, batch.embeds[i:i + 1, start:start + length], pos, key.context[2])
+    return prefix, hit, clip

@@ -101,10 +101,10 @@ class PrefixCache:
         self._entries.move_to_end(key)
         return prefix
 
-    def longest(self, key: PrefixKey, shortest: int) -> Prefix | None:
+    def longest(self, key: PrefixKey, shortest: int) -> tuple[PrefixKey, Prefix] | None:
         """The longest kept prefix of `key`'s prompt (same context, its first ids and positions), at least
-        `shortest` tokens and shorter than the prompt (its last token is computed for the logits); None counts
-        no miss (the caller falls back to an exact lookup)."""
+        `shortest` tokens and shorter than the prompt (its last token is computed for the logits), with its key;
+        None counts no miss (the caller falls back to an exact lookup)."""
         n, ids, pos = len(key.ids), key.ids, key.positions
         found = None
         for k in self._entries:
@@ -112,7 +112,11 @@ class PrefixCache:
                     and (found is None or len(k.ids) > len(found.ids))
                     and k.ids == ids[:len(k.ids)] and k.positions == pos[:len(k.ids)]):
                 found = k
-        return None if found is None else self.get(found)
+        return None if found is None else (found, self.get(found))
+
+    def discard(self, key: Hashable) -> None:
+        if key in self._entries:
+            self.nbytes -= self._entries.pop(key).nbytes
 
     def put(self, key: Hashable, prefix: Prefix) -> None:
         if key in self._entries:
