@@ -252,3 +252,18 @@ def test_fastv_on_kept_prefixes_matches_masked_attention_batch_1_and_2(tmp_path,
                 token = logits[i].argmax(-1).reshape(1, 1)
                 seq = torch.cat([seq, model.get_input_embeddings()(token)], 1)
                 seq_vis = torch.cat([seq_vis, torch.zeros(1, 1, dtype=torch.bool)], 1)
+
+
+def test_the_e2e_chat_table_reports_identical_answers_and_the_reused_conversation(tiny_model_dir, clips):
+    """`videoqa bench e2e`'s chat rows: the same answers with the cache as without; the second turn is served the
+    clip's prefix, the third more (the second turn's whole prompt)."""
+    from videoqa.bench.e2e import format_chat, measure_chat
+
+    loaded = load_model(str(tiny_model_dir))
+    chats = {cached: measure_chat(VideoQA(loaded, max_new_tokens=4, prefix_cache_bytes=None if cached else 0),
+                                  [clips[0]]) for cached in (False, True)}
+    on = chats[True]
+    assert [t["answers"] for t in on] == [t["answers"] for t in chats[False]]
+    assert on[0]["reused"] == 0 and 0 < on[1]["reused"] < on[2]["reused"]
+    table = format_chat(chats, "test")
+    assert table.count("| yes |") == 3 and "| NO |" not in table

@@ -6,7 +6,8 @@ default), then each clip's questions as one left-padded batch (`--batch-size 20`
 the time per question by stage (frame decoding, vision tower, selection, prefill, decoding, the rest: Python,
 tokenising, batching) and each stage's share, with the prefix cache off and on, the speed-up, whether the answers are
 identical, and the method's end-to-end speed-up over no pruning next to its FLOPs ratio: how much of the LLM's
-saving survives the other stages.
+saving survives the other stages. Then the web chat's case: a 3-turn conversation on each clip, each turn with the
+conversation so far as history, with and without the prefix cache (the third turn reuses the second's prompt).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..pruning.registry import REGISTRY
 QUESTIONS_PER_CLIP = 20
 STAGES = ("frames", "vision", "select", "prefill", "decode", "other")
 PHRASINGS = ("{q}", "Question: {q}", "Look at the video. {q}")  # 9 templates x 3: 20 distinct questions a clip
+CHAT = ("What colour is the shape?", "What shape is it?", "Which way does it move?")
 
 
 def clip_questions(colour: str, shape: str) -> list[str]:
@@ -105,7 +107,44 @@ def run_e2e(model: str = "demo", n_generated: int = 2, device: str | None = None
             how = "each clip's questions as one batch" if batched else "one question at a time"
             tables.append(format_tables(results, f"{model}, {len(work)} clips x {QUESTIONS_PER_CLIP} questions "
                                                  f"({n_q}), clip by clip, {how}, device {loaded.device}"))
+        chats = {cached: measure_chat(VideoQA(loaded, max_new_tokens=16, prefix_cache_bytes=None if cached else 0),
+                                      [clip for clip, _ in work]) for cached in (False, True)}
+        title = f"{model}, {len(work)} clips x a {len(CHAT)}-turn chat, device {loaded.device}"
+        tables.append(format_chat(chats, title))
     return "\n\n".join(tables)
+
+
+def measure_chat(qa, clips: list[Path], questions: tuple[str, ...] = CHAT) -> list[dict]:
+    """Per turn, over a conversation on each clip (the model's answers as history): mean prefill and wall
+    seconds, mean prompt tokens served by the prefix cache, and the answers."""
+    qa.ask(clips[0], "What is shown?")  # warm-up
+    if qa.prefix_cache is not None:
+        qa.prefix_cache.clear()
+    turns = [{"prefill": 0.0, "wall": 0.0, "reused": 0, "answers": []} for _ in questions]
+    for clip in clips:
+        history: list[tuple[str, str]] = []
+        for turn, question in zip(turns, questions, strict=True):
+            reused = qa.prefix_cache.reused_tokens if qa.prefix_cache is not None else 0
+            t0 = time.perf_counter()
+            answer = qa.ask(clip, question, history=history)
+            turn["wall"] += (time.perf_counter() - t0) / len(clips)
+            turn["prefill"] += answer.stats.t_prefill / len(clips)
+            if qa.prefix_cache is not None:
+                turn["reused"] += (qa.prefix_cache.reused_tokens - reused) / len(clips)
+            turn["answers"].append(answer.text)
+            history.append((question, answer.text))
+    return turns
+
+
+def format_chat(chats: dict[bool, list[dict]], title: str) -> str:
+    lines = [f"Chat follow-ups: {title}",
+             "| turn | prefill ms, cache off | prefill ms, on | ms / turn, off | ms / turn, on "
+             "| prompt tokens from the cache | speed-up | same answers |", "|---|---|---|---|---|---|---|---|"]
+    for i, (off, on) in enumerate(zip(chats[False], chats[True], strict=True)):
+        lines.append(f"| {i + 1} | {1000 * off['prefill']:.1f} | {1000 * on['prefill']:.1f} | {1000 * off['wall']:.1f} "
+                     f"| {1000 * on['wall']:.1f} | {on['reused']:.0f} | {off['wall'] / on['wall']:.2f}x | "
+                     f"{'yes' if on['answers'] == off['answers'] else 'NO'} |")
+    return "\n".join(lines)
 
 
 def format_tables(results: dict, title: str) -> str:
