@@ -107,11 +107,20 @@ def run_e2e(model: str = "demo", n_generated: int = 2, device: str | None = None
             how = "each clip's questions as one batch" if batched else "one question at a time"
             tables.append(format_tables(results, f"{model}, {len(work)} clips x {QUESTIONS_PER_CLIP} questions "
                                                  f"({n_q}), clip by clip, {how}, device {loaded.device}"))
-        chats = {cached: measure_chat(VideoQA(loaded, max_new_tokens=16, prefix_cache_bytes=None if cached else 0),
-                                      [clip for clip, _ in work]) for cached in (False, True)}
-        title = f"{model}, {len(work)} clips x a {len(CHAT)}-turn chat, device {loaded.device}"
-        tables.append(format_chat(chats, title))
+        for cfg in (None, PruneConfig(method="none")):  # the web page's default settings, and no pruning
+            qas = {cached: VideoQA(loaded, max_new_tokens=16, prefix_cache_bytes=None if cached else 0, prune=cfg)
+                   for cached in (False, True)}
+            chats = {cached: measure_chat(qa, [clip for clip, _ in work]) for cached, qa in qas.items()}
+            title = f"{model}, {_setting(qas[True].prune)}, {len(work)} clips x a {len(CHAT)}-turn chat, " \
+                    f"device {loaded.device}"
+            tables.append(format_chat(chats, title))
     return "\n\n".join(tables)
+
+
+def _setting(cfg: PruneConfig) -> str:
+    """'fastv K=2 R=auto', 'none'."""
+    k = f" K={cfg.layer}" if cfg.layer is not None else ""
+    return f"{cfg.method}{k}{f' R={cfg.r}' if cfg.method_spec.uses_r else ''}"
 
 
 def measure_chat(qa, clips: list[Path], questions: tuple[str, ...] = CHAT) -> list[dict]:
