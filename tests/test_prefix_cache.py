@@ -267,3 +267,11 @@ def test_the_e2e_chat_table_reports_identical_answers_and_the_reused_conversatio
     assert on[0]["reused"] == 0 and 0 < on[1]["reused"] < on[2]["reused"]
     table = format_chat(chats, "test")
     assert table.count("| yes |") == 3 and "| NO |" not in table
+
+
+def test_kept_set_overlap_counts_equal_sets_and_common_starts():
+    from videoqa.bench.e2e import kept_set_overlap
+
+    kept = [[(1, 2, 3), (1, 2, 3), (1, 4, 5)], [(0, 1, 2), (5, 6, 7)]]
+    assert kept_set_overlap(kept) == ("1 of 3 questions kept the same set as their clip's first question; the "
+                                      "sorted kept lists agree on their first 0-3 tokens (of 3)")

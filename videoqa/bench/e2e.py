@@ -53,9 +53,9 @@ def workload(folder: Path, n_generated: int) -> list[tuple[Path, list[str]]]:
 def measure(qa, work: list[tuple[Path, list[str]]], cfg: PruneConfig, batched: bool) -> dict:
     """Ask every question clip by clip, one at a time or each clip's questions as one batch. Per question: seconds
     by stage (a batch's prefill and decoding shared by its questions; "other" is the wall time no stage accounts
-    for), answers, FLOPs ratio, prefix-cache hits."""
+    for), answers, FLOPs ratio, prefix-cache hits, and each clip's kept sets."""
     totals = dict.fromkeys(STAGES[:-1], 0.0)
-    answers, ratios, hits = [], [], 0
+    answers, ratios, hits, kept = [], [], 0, []
     qa.ask(work[0][0], "What colour is the shape?", prune=cfg)  # warm-up: first-call costs are not the workload's
     if qa.prefix_cache is not None:
         qa.prefix_cache.clear()
@@ -63,6 +63,7 @@ def measure(qa, work: list[tuple[Path, list[str]]], cfg: PruneConfig, batched: b
     t0 = time.perf_counter()
     for clip, questions in work:
         groups = [[(clip, q) for q in questions]] if batched else [[(clip, q)] for q in questions]
+        kept.append([])
         for group in groups:
             got = qa.ask_batch(group, prune=cfg)
             for a in got:
@@ -71,6 +72,7 @@ def measure(qa, work: list[tuple[Path, list[str]]], cfg: PruneConfig, batched: b
                 totals["vision"] += s.t_encode
                 totals["select"] += s.t_select
                 answers.append(a.text)
+                kept[-1].append(tuple(a.kept.kept))
                 ratios.append(a.flops.ratio)
                 hits += s.prefix_cached
             totals["prefill"] += got[0].stats.t_prefill
@@ -80,7 +82,22 @@ def measure(qa, work: list[tuple[Path, list[str]]], cfg: PruneConfig, batched: b
     per_q = {s: v / n for s, v in totals.items()}
     per_q["other"] = max(0.0, wall / n - sum(per_q.values()))
     return {"per_q": per_q, "wall_per_q": wall / n, "answers": answers, "flops": sum(ratios) / n, "hits": hits,
-            "n": n}
+            "n": n, "kept": kept}
+
+
+def kept_set_overlap(kept: list[list[tuple[int, ...]]]) -> str:
+    """How alike a method's kept sets are across each clip's questions: what an in-LLM method (FastV) could share
+    between questions beyond layers < K, since a kept token's keys at layer >= K depend on every kept one before
+    it."""
+    same, starts = 0, []
+    for clip in kept:
+        for other in clip[1:]:
+            same += other == clip[0]
+            starts.append(next((i for i, (a, b) in enumerate(zip(clip[0], other, strict=False)) if a != b),
+                               min(len(clip[0]), len(other))))
+    n = len(starts)
+    return (f"{same} of {n} questions kept the same set as their clip's first question; the sorted kept lists "
+            f"agree on their first {min(starts)}-{max(starts)} tokens (of {len(kept[0][0])})") if n else ""
 
 
 def configs() -> list[PruneConfig]:
@@ -107,6 +124,8 @@ def run_e2e(model: str = "demo", n_generated: int = 2, device: str | None = None
             how = "each clip's questions as one batch" if batched else "one question at a time"
             tables.append(format_tables(results, f"{model}, {len(work)} clips x {QUESTIONS_PER_CLIP} questions "
                                                  f"({n_q}), clip by clip, {how}, device {loaded.device}"))
+            if ("fastv", False) in results and not batched:
+                tables[-1] += f"\n\nFastV's kept sets: {kept_set_overlap(results['fastv', False]['kept'])}"
         for cfg in (None, PruneConfig(method="none")):  # the web page's default settings, and no pruning
             qas = {cached: VideoQA(loaded, max_new_tokens=16, prefix_cache_bytes=None if cached else 0, prune=cfg)
                    for cached in (False, True)}
