@@ -89,15 +89,20 @@ def kept_set_overlap(kept: list[list[tuple[int, ...]]]) -> str:
     """How alike a method's kept sets are across each clip's questions: what an in-LLM method (FastV) could share
     between questions beyond layers < K, since a kept token's keys at layer >= K depend on every kept one before
     it."""
-    same, starts = 0, []
+    same, starts, n = 0, [], 0
     for clip in kept:
         for other in clip[1:]:
-            same += other == clip[0]
+            n += 1
+            if other == clip[0]:
+                same += 1
+                continue
             starts.append(next((i for i, (a, b) in enumerate(zip(clip[0], other, strict=False)) if a != b),
                                min(len(clip[0]), len(other))))
-    n = len(starts)
-    return (f"{same} of {n} questions kept the same set as their clip's first question; the sorted kept lists "
-            f"agree on their first {min(starts)}-{max(starts)} tokens (of {len(kept[0][0])})") if n else ""
+    line = f"{same} of {n} questions kept the same set as their clip's first question"
+    if starts:
+        line += (f"; the others' sorted kept lists agree with it on their first {min(starts)}-{max(starts)} tokens "
+                 f"(median {sorted(starts)[len(starts) // 2]}, of {len(kept[0][0])})")
+    return line
 
 
 def configs() -> list[PruneConfig]:
