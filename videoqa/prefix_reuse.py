@@ -6,6 +6,7 @@ keeps its own whole prompt for the next turn."""
 from __future__ import annotations
 
 from .llm.prefill import PrefillResult
+from .llm.prefill import prefill as llm_prefill
 from .llm.prefix_cache import Prefix, PrefixCache, PrefixKey, cached_prefix, prefill_after_prefixes, prefix_lengths
 from .request import Collated, Request
 
@@ -20,6 +21,8 @@ def prefill_cached(cache: PrefixCache, lm, requests: list[Request], batch: Colla
         return None
     depth = plan.layers[0] if plan is not None else n_layers
     keys = [_key(req, batch, i, depth) for i, req in enumerate(requests)]
+    if plan is None and len(requests) == 1 and _missing(cache, keys[0], lengths[0], requests[0].history_turns > 0):
+        return _prefill_and_keep(cache, lm, requests[0], batch, keys[0], lengths[0], clock)
     found = [_prefix(cache, lm, key, batch, i, lengths[i], req.history_turns > 0)
              for i, (req, key) in enumerate(zip(requests, keys, strict=True))]
     whole: dict[int, Prefix | None] = {i: None for i, req in enumerate(requests) if req.history_turns > 0}
@@ -56,3 +59,26 @@ def _prefix(cache: PrefixCache, lm, key: PrefixKey, batch: Collated, i: int, len
     pos = batch.position_ids[i:i + 1, start:start + length]
     prefix, hit = cached_prefix(cache, clip, lm, batch.embeds[i:i + 1, start:start + length], pos, key.context[2])
     return prefix, hit, clip
+
+
+def _missing(cache: PrefixCache, key: PrefixKey, length: int, follow_up: bool) -> bool:
+    """Whether neither a conversation prefix (for a follow-up) nor the clip's prefix is kept for `key`."""
+    clip = PrefixKey(key.context, key.ids[:length], key.positions[:length])
+    return clip not in cache and not (follow_up and cache.longest(key, length, count=False) is not None)
+
+
+def _prefill_and_keep(cache: PrefixCache, lm, req: Request, batch: Collated, key: PrefixKey, length: int,
+                      clock) -> PrefillResult:
+    """One question whose prefix is not kept, on every layer: the plain prefill in one call (a prefix pass then a
+    question pass would cost a second call's overhead), its first `length` tokens' keys and values kept as the
+    clip's prefix, and, for a follow-up, the whole prompt's."""
+    state = llm_prefill(lm, batch.embeds, batch.attention_mask, batch.visual_mask, None, batch.position_ids,
+                        clock=clock)
+    layers = [state.cache.layers[i] for i in range(len(state.cache.layers))]
+    for n in (length, len(key.ids)) if req.history_turns > 0 else (length,):
+        cache.put(PrefixKey(key.context, key.ids[:n], key.positions[:n]),
+                  Prefix(keys=tuple(layer.keys[:, :, :n].clone() for layer in layers),
+                         values=tuple(layer.values[:, :, :n].clone() for layer in layers), hidden=None))
+    cache.misses += 1
+    state.prefix_hits = [False]
+    return state

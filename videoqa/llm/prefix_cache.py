@@ -101,10 +101,14 @@ class PrefixCache:
         self._entries.move_to_end(key)
         return prefix
 
-    def longest(self, key: PrefixKey, shortest: int) -> tuple[PrefixKey, Prefix] | None:
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._entries
+
+    def longest(self, key: PrefixKey, shortest: int, count: bool = True) -> tuple[PrefixKey, Prefix] | None:
         """The longest kept prefix of `key`'s prompt (same context, its first ids and positions), at least
         `shortest` tokens and shorter than the prompt (its last token is computed for the logits), with its key;
-        None counts no miss (the caller falls back to an exact lookup)."""
+        None counts no miss (the caller falls back to an exact lookup). `count=False`: only look, counting no hit
+        and leaving the order of use as it is."""
         n, ids, pos = len(key.ids), key.ids, key.positions
         found = None
         for k in self._entries:
@@ -112,7 +116,9 @@ class PrefixCache:
                     and (found is None or len(k.ids) > len(found.ids))
                     and k.ids == ids[:len(k.ids)] and k.positions == pos[:len(k.ids)]):
                 found = k
-        return None if found is None else (found, self.get(found))
+        if found is None or not count:
+            return None if found is None else (found, self._entries[found])
+        return found, self.get(found)
 
     def discard(self, key: Hashable) -> None:
         if key in self._entries:
