@@ -165,3 +165,114 @@ def test_a_method_acting_inside_the_llm_cannot_claim_question_independence():
     assert all(m.question_independent for m in REGISTRY if m.acts is not Acts.IN_LLM)
     with pytest.raises(ValueError, match="ranks with the question"):
         Method(name="x", help="", acts=Acts.IN_LLM, plan=fastv.plan, layer_option="k", question_independent=True)
+
+
+@pytest.mark.parametrize("cfg", [PruneConfig(method="none"), PruneConfig(method="vispruner", r=0.5),
+                                 PruneConfig(method="fastv", k=2, r=0.5),
+                                 PruneConfig(method="fastv", k=2, r=0.5, params=(("rank_by", "text"),))],
+                         ids=["none", "vispruner", "fastv", "fastv-text"])
+def test_a_three_turn_chat_reuses_the_conversation_so_far(pipelines, clips, cfg):
+    """The web chat's follow-ups: the second turn starts from the clip's prefix, the third from the second turn's
+    whole prompt (the clip and the first turn); each turn's logits, kept tokens and answer are those of a full
+    prefill. (FastV ranking by every text token reads the earlier turns' rows from the kept prefix.)"""
+    cached, plain = pipelines
+    cached.prefix_cache.clear()
+    history: list[tuple[str, str]] = []
+    reused, lengths = [], []
+    for question in QUESTIONS:
+        before = cached.prefix_cache.reused_tokens
+        logits, kept, answers, _ = run(cached, [(clips[0], question)], cfg, history=history)
+        ref = run(plain, [(clips[0], question)], cfg, history=history)
+        torch.testing.assert_close(logits, ref[0], rtol=1e-4, atol=1e-4)
+        assert (kept, answers) == (ref[1], ref[2])
+        reused.append(cached.prefix_cache.reused_tokens - before)
+        c = cached._with_model_k(cfg).validate(cached.dims.n_layers)
+        lengths.append(len(cached.prepare(clips[0], question, history, c, None, 6).ids))
+        history.append((question, answers[0] or "A red square."))
+    clip_prefix = cached.prompt_ids(QUESTIONS[0]).index(cached.model.config.video_token_id) + (
+        lengths[0] - len(cached.prompt_ids(QUESTIONS[0])) + 1)  # up to and including the last visual token
+    assert reused == [0, clip_prefix, lengths[1]]
+    # what stays: the clip's prefix and the latest turn's whole prompt (the second turn's gave way to it)
+    assert sorted(len(k.ids) for k in cached.prefix_cache._entries) == [clip_prefix, lengths[2]]
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("rank_by", ["last", "text"])
+def test_fastv_on_kept_prefixes_matches_masked_attention_batch_1_and_2(tmp_path, rank_by):
+    """At the LM's level, against independent computations: prefixes through layers < K (compute_prefix), then a
+    left-padded batch of two prompts with other prefix and question lengths (prefill_after_prefixes); each
+    sample's kept set is the top of eager attention's layer K-1 rows, and its logits, prefill and 3 decoded
+    tokens, those of the full sequence with the dropped visual keys masked in layers >= K."""
+    from test_engine import make_inputs, masked_reference
+    from transformers import VideoLlavaForConditionalGeneration
+
+    from videoqa import llm
+    from videoqa.llm.prefill import position_ids_from_mask
+    from videoqa.llm.prefix_cache import compute_prefix, prefill_after_prefixes
+    from videoqa.models.tiny import TinySpec, make_tiny_model
+    from videoqa.pruning import keep_count
+    from videoqa.pruning.methods.fastv.algorithm import FastVPlan
+
+    path = make_tiny_model(tmp_path / "llama", TinySpec(family="llama"))
+    model = VideoLlavaForConditionalGeneration.from_pretrained(path, attn_implementation="sdpa").eval()
+    eager = VideoLlavaForConditionalGeneration.from_pretrained(path, attn_implementation="eager").eval()
+    k, r = 2, 0.5
+    a = make_inputs(model, seed=5)  # 60 tokens, visual 6..45: prefix 46, question 14
+    b = tuple(x[:, 3:-9] for x in make_inputs(model, seed=6))  # visual 3..42: prefix 43, question 5
+    plan = FastVPlan(k=k, r=r, rank_by=rank_by)
+    for samples in ([a], [a, b]):
+        n = max(s[0].shape[1] for s in samples)
+        pads = [n - s[0].shape[1] for s in samples]  # left padding
+        embeds = torch.cat([torch.cat([s[0].new_zeros(1, p, s[0].shape[2]), s[0]], 1)
+                            for s, p in zip(samples, pads, strict=True)])
+        am = torch.cat([torch.cat([torch.zeros(1, p, dtype=torch.long), s[1]], 1)
+                        for s, p in zip(samples, pads, strict=True)])
+        vis = torch.cat([torch.cat([torch.zeros(1, p, dtype=torch.bool), s[2]], 1)
+                         for s, p in zip(samples, pads, strict=True)])
+        pos = position_ids_from_mask(am)
+        prefixes = []
+        for s in samples:
+            length = int(s[2][0].nonzero()[-1]) + 1
+            prefixes.append(compute_prefix(model, s[0][:, :length], torch.arange(length)[None], k))
+        state = prefill_after_prefixes(model, prefixes, embeds, am, vis, pos, plan)
+        step_logits = [state.logits]
+        for _ in range(3):
+            token = step_logits[-1].argmax(-1)
+            step_logits.append(llm.decode_one_token(model, state, model.get_input_embeddings()(token[:, None])))
+        for i, (s_embeds, _, s_vis) in enumerate(samples):
+            att = eager(inputs_embeds=s_embeds, output_attentions=True).attentions[k - 1][0].mean(0)
+            last_vis = int(s_vis[0].nonzero()[-1])
+            rows = att[-1:] if rank_by == "last" else att[last_vis + 1:]
+            scores = rows.mean(0)[s_vis[0]]
+            assert set(state.kept[i].tolist()) == set(torch.topk(scores, keep_count(len(scores), r)).indices.tolist())
+            seq, seq_vis = s_embeds, s_vis
+            for logits in step_logits:  # the prompt's logits, then each decoded token's
+                ref = masked_reference(model, seq, k, state.kept[i], seq_vis)
+                torch.testing.assert_close(logits[i], ref[0], rtol=1e-4, atol=1e-4)
+                token = logits[i].argmax(-1).reshape(1, 1)
+                seq = torch.cat([seq, model.get_input_embeddings()(token)], 1)
+                seq_vis = torch.cat([seq_vis, torch.zeros(1, 1, dtype=torch.bool)], 1)
+
+
+def test_the_e2e_chat_table_reports_identical_answers_and_the_reused_conversation(tiny_model_dir, clips):
+    """`videoqa bench e2e`'s chat rows: the same answers with the cache as without; the second turn is served the
+    clip's prefix, the third more (the second turn's whole prompt)."""
+    from videoqa.bench.e2e import format_chat, measure_chat
+
+    loaded = load_model(str(tiny_model_dir))
+    chats = {cached: measure_chat(VideoQA(loaded, max_new_tokens=4, prefix_cache_bytes=None if cached else 0),
+                                  [clips[0]]) for cached in (False, True)}
+    on = chats[True]
+    assert [t["answers"] for t in on] == [t["answers"] for t in chats[False]]
+    assert on[0]["reused"] == 0 and 0 < on[1]["reused"] < on[2]["reused"]
+    table = format_chat(chats, "test")
+    assert table.count("| yes |") == 3 and "| NO |" not in table
+
+
+def test_kept_set_overlap_counts_equal_sets_and_common_starts():
+    from videoqa.bench.e2e import kept_set_overlap
+
+    kept = [[(1, 2, 3), (1, 2, 3), (1, 4, 5), (1, 2, 4)], [(0, 1, 2), (5, 6, 7)]]
+    assert kept_set_overlap(kept) == ("1 of 4 questions kept the same set as their clip's first question; the "
+                                      "others' sorted kept lists agree with it on their first 0-2 tokens "
+                                      "(median 1, of 3)")

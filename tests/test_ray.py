@@ -56,17 +56,17 @@ def spec(model, r) -> dict:
             "frames": None, "max_new_tokens": 6, "prompt": "plain"}
 
 
-def local_reference(root, items, model_spec):
+def local_reference(root, items, model_spec, name: str = "local"):
     """The local engine's records, on one torch thread like a Ray actor (bit-identical arithmetic)."""
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        run_batch(items, root / f"local-{model_spec['prune']['r']}.jsonl", local_engine(model_spec), progress=False)
+        run_batch(items, root / f"{name}-{model_spec['prune']['r']}.jsonl", local_engine(model_spec), progress=False)
     finally:
         torch.set_num_threads(threads)
-    return latest_by_key(read_records(root / f"local-{model_spec['prune']['r']}.jsonl"))
+    return latest_by_key(read_records(root / f"{name}-{model_spec['prune']['r']}.jsonl"))
 
 
 def assert_same_records(got: dict, want: dict) -> None:
@@ -130,6 +130,28 @@ def test_an_actor_killed_mid_run_loses_and_duplicates_nothing(cluster, setup):
     ray.shutdown()
 
 
+def test_each_clips_questions_go_to_one_actor_that_encodes_and_prefills_it_once(cluster, setup):
+    """Two actors, three questions on each of two clips: each clip is encoded once and its prompt prefix computed
+    once (its first question), the other questions reuse both, as the local engine's clip-by-clip run does; the
+    answers are the local engine's."""
+    root, model, _ = setup
+    clips = [root / "clips" / "a.mp4", root / "clips" / "c.gif"]
+    questions = [QUESTION, "What colour is the shape?", "Which way does it move?"]
+    items = collect_work(clips, questions)
+    model_spec = spec(model, 0.5)
+    want = local_reference(root, items, model_spec, "local-by-clip")
+    out = root / "ray-by-clip.jsonl"
+    summary = run_batch(items, out, ray_engine(model_spec, RayOptions(actors=2, timeout_s=60,
+                                                                      address=cluster.address)), progress=False)
+    assert (summary.ran, summary.ok) == (6, 6)
+    got = latest_by_key(read_records(out))
+    assert_same_records(got, want)
+    for clip in clips:
+        stats = [got[it.key]["stats"] for it in items if it.video == str(clip)]
+        assert [(s["encode_cached"], s["prefix_cached"]) for s in stats] == [(False, False)] + [(True, True)] * 2
+    ray.shutdown()
+
+
 def test_cluster_that_cannot_be_joined_is_one_line_and_exit_2(cluster, setup, capsys, monkeypatch):
     from videoqa.cli import main as cli_main
 
@@ -166,7 +188,7 @@ def test_actor_decodes_auto_frame_counts_under_the_timeout(tmp_path):
             hung.wait(30)  # a decoder that never returns (released at the end of the test)
 
     actor = _QAActor.__new__(_QAActor)
-    actor.qa, actor.timeout_s, actor.load_s = HangingQA(), 0.2, None
+    actor.qa, actor.timeout_s, actor.load_s, actor.batch_size = HangingQA(), 0.2, None, 1
     item = WorkItem(key="k", video=str(write_clip(tmp_path / "hangs.mp4", n_frames=8)), question=QUESTION)
     (row,) = shipped_rows([item])
     batch = {**{key: np.array([value], dtype=object) for key, value in row.items()},
@@ -195,13 +217,14 @@ def test_layout_fits_two_actors_on_two_cpus_and_refuses_what_cannot_fit(cluster)
         ray.shutdown()
 
 
-def test_actor_answers_a_batch_of_rows_in_one_left_padded_batch():
-    """--batch-size N with Ray: an actor given N decoded rows asks the model once (VideoQA.ask_batch); a
-    row the CPU stage could not decode is an error record and stays out of the batch."""
+def test_actor_answers_a_clips_questions_in_left_padded_batches():
+    """A clip's questions reach one actor as one row; --batch-size N asks the model N of them at a time
+    (VideoQA.ask_batch); a clip the CPU stage could not decode is an error record for each of its questions."""
     import pickle
 
     import numpy as np
 
+    from videoqa.batch.ray_engine import clip_rows
     from videoqa.video import Clip
 
     calls = []
@@ -218,19 +241,26 @@ def test_actor_answers_a_batch_of_rows_in_one_left_padded_batch():
             calls.append([q for _, q in items])
             return [FakeAnswer(q) for _, q in items]
 
+        def ask(self, video, q):
+            calls.append([q])
+            return FakeAnswer(q)
+
     actor = _QAActor.__new__(_QAActor)
-    actor.qa, actor.timeout_s, actor.load_s = BatchQA(), 60, 1.5
-    items = [WorkItem(key=f"k{i}", video=f"/clips/{i}.mp4", question=f"q{i}") for i in range(3)]
+    actor.qa, actor.timeout_s, actor.load_s, actor.batch_size = BatchQA(), 60, 1.5, 2
+    items = [WorkItem(key=f"k{i}", video=f"/clips/{i % 2}.mp4", question=f"q{i}") for i in range(5)]
+    shipped = [{"item": json.dumps(it.__dict__), "path": it.video, "fingerprint": ""} for it in items]
+    rows = clip_rows(shipped)
+    assert [[d["key"] for d in json.loads(r["items"])] for r in rows] == [["k0", "k2", "k4"], ["k1", "k3"]]
     clip = pickle.dumps(Clip.__new__(Clip))
-    batch = {"item": np.array([json.dumps(it.__dict__) for it in items], dtype=object),
-             "path": np.array([it.video for it in items], dtype=object),  # not read: the CPU stage decoded them
-             "fingerprint": np.array(["", "", ""], dtype=object),
-             "clip": np.array([clip, b"", clip], dtype=object),
-             "error": np.array(["", "VideoError: /clips/1.mp4: not a video", ""], dtype=object),
-             "duration": np.array([None, None, None], dtype=object)}
+    batch = {"items": np.array([r["items"] for r in rows], dtype=object),
+             "path": np.array([r["path"] for r in rows], dtype=object),  # not read: the CPU stage decoded them
+             "fingerprint": np.array(["", ""], dtype=object),
+             "clip": np.array([clip, b""], dtype=object),
+             "error": np.array(["", "VideoError: /clips/1.mp4: not a video"], dtype=object),
+             "duration": np.array([None, None], dtype=object)}
     recs = [json.loads(r) for r in actor(batch)["record"]]
-    assert calls == [["q0", "q2"]]
+    assert calls == [["q0", "q2"], ["q4"]]
     assert [(r["key"], r["answer"], r["error"]) for r in recs] == [
-        ("k0", "answer to q0", None), ("k1", None, "VideoError: /clips/1.mp4: not a video"),
-        ("k2", "answer to q2", None)]
+        ("k0", "answer to q0", None), ("k2", "answer to q2", None), ("k4", "answer to q4", None),
+        ("k1", None, "VideoError: /clips/1.mp4: not a video"), ("k3", None, "VideoError: /clips/1.mp4: not a video")]
     assert recs[0]["_model_load_s"] == 1.5 and "_model_load_s" not in recs[1]  # the actor's first record only

@@ -164,7 +164,7 @@ def test_workers_refuse_a_different_or_missing_file_at_the_path(tmp_path):
             raise AssertionError("asked")
 
     actor = _QAActor.__new__(_QAActor)
-    actor.qa, actor.timeout_s, actor.load_s = NeverAsked(), 30, None
+    actor.qa, actor.timeout_s, actor.load_s, actor.batch_size = NeverAsked(), 30, None, 1
     batch = {key: np.array([value], dtype=object) for key, value in
              {**row, "clip": b"", "error": "", "duration": 1.0}.items()}
     (rec,) = [json.loads(r) for r in actor(batch)["record"]]

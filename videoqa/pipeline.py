@@ -241,7 +241,7 @@ class VideoQA:
         return Request(question=question, clip=clip, enc=enc, encode_cached=cached, ids=ids, cfg=cfg, plan=planned,
                        selection=sel, max_new=min(max_new, room), context_capped=room < max_new, t_start=t_start,
                        t_sample=t_sample, t_encode=t_encode, history_dropped=len(history) - kept_turns,
-                       t_select=t_select, frames_key=frames_key)
+                       t_select=t_select, frames_key=frames_key, history_turns=kept_turns)
 
     def _free_after_frames(self, video, info, cfg: PruneConfig, frames: int | None, max_new: int) -> int:
         """Free memory for the plan, less what the frames about to be decoded will hold where they share

@@ -1,10 +1,13 @@
 """The pipeline's prefill through the prefix cache (llm/prefix_cache.py): each sample's prompt prefix looked up by
-everything its keys and values depend on, computed and kept when missing."""
+everything its keys and values depend on, computed and kept when missing. A chat's follow-up (a request with
+earlier turns in its prompt) starts from the longest kept prefix of its prompt, the conversation so far, and
+keeps its own whole prompt for the next turn."""
 
 from __future__ import annotations
 
 from .llm.prefill import PrefillResult
-from .llm.prefix_cache import Prefix, PrefixCache, cached_prefix, prefill_after_prefixes, prefix_lengths
+from .llm.prefill import prefill as llm_prefill
+from .llm.prefix_cache import Prefix, PrefixCache, PrefixKey, cached_prefix, prefill_after_prefixes, prefix_lengths
 from .request import Collated, Request
 
 
@@ -17,21 +20,65 @@ def prefill_cached(cache: PrefixCache, lm, requests: list[Request], batch: Colla
     if lengths is None or batch.position_ids.dim() != 2:
         return None
     depth = plan.layers[0] if plan is not None else n_layers
-    found = [_prefix(cache, lm, req, batch, i, lengths[i], depth) for i, req in enumerate(requests)]
-    state = prefill_after_prefixes(lm, [p for p, _ in found], batch.embeds, batch.attention_mask,
-                                   batch.visual_mask, batch.position_ids, plan, clock=clock)
-    state.prefix_hits = [hit for _, hit in found]
+    keys = [_key(req, batch, i, depth) for i, req in enumerate(requests)]
+    if plan is None and len(requests) == 1 and _missing(cache, keys[0], lengths[0], requests[0].history_turns > 0):
+        return _prefill_and_keep(cache, lm, requests[0], batch, keys[0], lengths[0], clock)
+    found = [_prefix(cache, lm, key, batch, i, lengths[i], req.history_turns > 0)
+             for i, (req, key) in enumerate(zip(requests, keys, strict=True))]
+    whole: dict[int, Prefix | None] = {i: None for i, req in enumerate(requests) if req.history_turns > 0}
+    state = prefill_after_prefixes(lm, [p for p, _, _ in found], batch.embeds, batch.attention_mask,
+                                   batch.visual_mask, batch.position_ids, plan, clock=clock, whole=whole)
+    for i, prefix in whole.items():
+        # A chat goes on from its latest turn: the turn this one extends gives way to it (the clip's prefix stays).
+        if len(found[i][2].ids) > lengths[i]:
+            cache.discard(found[i][2])
+        cache.put(keys[i], prefix)
+    state.prefix_hits = [hit for _, hit, _ in found]
     return state
 
 
-def _prefix(cache: PrefixCache, lm, req: Request, batch: Collated, i: int, length: int,
-            depth: int) -> tuple[Prefix, bool]:
-    """Sample `i`'s prompt prefix through layers [0, depth) from the cache, else computed and kept; and whether it
-    was found. The key holds everything the prefix's keys and values depend on: the decoded frames' content (so
-    the file, frame count and sampler), what was selected from them and how (method, options, kept tokens), the
-    prefix's token ids (template, system text) and positions, and the depth."""
+def _key(req: Request, batch: Collated, i: int, depth: int) -> PrefixKey:
+    """Sample `i`'s whole prompt as a key. Its context holds everything a prefix's keys and values depend on besides
+    its ids and positions: the decoded frames' content (so the file, frame count and sampler), what was selected
+    from them and how (method, options, kept tokens), and the depth."""
     start = batch.embeds.shape[1] - len(req.ids)
-    ids, pos = req.ids[:length], batch.position_ids[i, start:start + length]
     chosen = None if req.kept is None else (req.cfg.method, req.cfg.params, tuple(req.kept))
-    key = (req.frames_key, chosen, tuple(ids.tolist()), tuple(pos.tolist()), depth)
-    return cached_prefix(cache, key, lm, batch.embeds[i:i + 1, start:start + length], pos[None], depth)
+    return PrefixKey((req.frames_key, chosen, depth), tuple(req.ids.tolist()),
+                     tuple(batch.position_ids[i, start:].tolist()))
+
+
+def _prefix(cache: PrefixCache, lm, key: PrefixKey, batch: Collated, i: int, length: int,
+            follow_up: bool) -> tuple[Prefix, bool, PrefixKey]:
+    """Sample `i`'s prompt prefix through layers [0, key's depth): for a follow-up the longest kept one (the
+    conversation so far), else the first `length` tokens (up to the last visual one) from the cache or computed
+    and kept; whether it was found, and its key."""
+    if follow_up and (found := cache.longest(key, length)) is not None:
+        return found[1], True, found[0]
+    clip = PrefixKey(key.context, key.ids[:length], key.positions[:length])
+    start = batch.embeds.shape[1] - len(key.ids)
+    pos = batch.position_ids[i:i + 1, start:start + length]
+    prefix, hit = cached_prefix(cache, clip, lm, batch.embeds[i:i + 1, start:start + length], pos, key.context[2])
+    return prefix, hit, clip
+
+
+def _missing(cache: PrefixCache, key: PrefixKey, length: int, follow_up: bool) -> bool:
+    """Whether neither a conversation prefix (for a follow-up) nor the clip's prefix is kept for `key`."""
+    clip = PrefixKey(key.context, key.ids[:length], key.positions[:length])
+    return clip not in cache and not (follow_up and cache.longest(key, length, count=False) is not None)
+
+
+def _prefill_and_keep(cache: PrefixCache, lm, req: Request, batch: Collated, key: PrefixKey, length: int,
+                      clock) -> PrefillResult:
+    """One question whose prefix is not kept, on every layer: the plain prefill in one call (a prefix pass then a
+    question pass would cost a second call's overhead), its first `length` tokens' keys and values kept as the
+    clip's prefix, and, for a follow-up, the whole prompt's."""
+    state = llm_prefill(lm, batch.embeds, batch.attention_mask, batch.visual_mask, None, batch.position_ids,
+                        clock=clock)
+    layers = [state.cache.layers[i] for i in range(len(state.cache.layers))]
+    for n in (length, len(key.ids)) if req.history_turns > 0 else (length,):
+        cache.put(PrefixKey(key.context, key.ids[:n], key.positions[:n]),
+                  Prefix(keys=tuple(layer.keys[:, :, :n].clone() for layer in layers),
+                         values=tuple(layer.values[:, :, :n].clone() for layer in layers), hidden=None))
+    cache.misses += 1
+    state.prefix_hits = [False]
+    return state

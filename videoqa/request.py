@@ -35,6 +35,7 @@ class Request:
     history_dropped: int = 0  # oldest conversation turns left out so the planned frames fit the context
     t_select: float = 0.0
     frames_key: str = ""  # content hash of the decoded frames (vision.frames_hash): the encoding's cache key
+    history_turns: int = 0  # earlier conversation turns in the prompt (a chat's follow-up)
 
     @property
     def r(self) -> float:

@@ -1,5 +1,8 @@
 """The Ray back end: CPU tasks decode clips (under a timeout), an actor pool with one model per actor answers.
 
+Work travels one row per clip (`clip_rows`): the clip's questions go to one actor together, which decodes and
+encodes the clip once and answers every question on its prefix cache (llm/prefix_cache.py).
+
 Built on Ray Data so decoding and answering overlap. The pipeline runs inside a small driver actor on the
 cluster (Ray Data cannot run through Ray Client), which hands records to this process as they complete;
 this process writes them to the same resumable results file as the local back end. Clips travel by absolute
@@ -21,7 +24,7 @@ from ..measure import call_with_timeout
 from .ray_connect import connect, resolve_address
 from .run import Produce, answer_one, base_record, summarize_answer
 from .shipped import check_same_file, error_text, shipped_rows, shipped_spec
-from .worklist import WorkItem, by_clip
+from .worklist import WorkItem
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,7 @@ class RayOptions:
     address: str | None = None  # None: $RAY_ADDRESS, else a local Ray
     num_cpus: int | None = None  # local Ray only (None: all cores)
     decode_cpus: float = 0.5  # CPU share of one decoding task
-    batch_size: int = 1  # questions an actor answers per left-padded batch
+    batch_size: int = 1  # questions of one clip an actor answers per left-padded batch
 
     def __post_init__(self):
         """Refuse a layout that cannot run, before Ray is joined: a timeout of -1 or nan would make every
@@ -69,6 +72,22 @@ def fixed_frame_count(model_spec: dict, base_frames: int) -> int | None:
     return None if PruneConfig(**model_spec["prune"]).adaptive else base_frames
 
 
+def clip_rows(rows: list[dict]) -> list[dict]:
+    """`shipped_rows` as one row per clip (by absolute path, in first-seen order): its questions' items as a JSON
+    list in their order, its path and fingerprint."""
+    groups: dict[str, dict] = {}
+    for row in rows:
+        group = groups.setdefault(row["path"], {"items": [], "path": row["path"], "fingerprint": row["fingerprint"]})
+        group["items"].append(json.loads(row["item"]))
+    return [{**group, "items": json.dumps(group["items"])} for group in groups.values()]
+
+
+def _items(row: dict) -> list[WorkItem]:
+    """A row's work: a clip row's questions, or the one question of a `shipped_rows` row."""
+    data = json.loads(row["items"]) if "items" in row else [json.loads(row["item"])]
+    return [WorkItem(**d) for d in data]
+
+
 def _decode_row(row: dict, frames: int | None, timeout_s: float | None, sampler: str = "uniform") -> dict:
     """CPU stage: check the clip is the one the driver saw, then decode it with `sampler` (or, when the frame
     count is the actor's choice, probe its length) under a timeout. A failure becomes the row's `error`; the
@@ -86,29 +105,29 @@ def _decode_row(row: dict, frames: int | None, timeout_s: float | None, sampler:
         else:
             duration = call_with_timeout(lambda: probe_video(path), timeout_s).duration_s
     except Exception as e:
-        error = error_text(e, path, json.loads(row["item"])["video"])
+        error = error_text(e, path, _items(row)[0].video)
     return {**row, "clip": clip, "error": error, "duration": duration}
 
 
 class _QAActor:
-    """Ray actor: one VideoQA per actor, loaded once; answers the rows the CPU stage decoded."""
+    """Ray actor: one VideoQA per actor, loaded once; answers every question of the clips the CPU stage decoded,
+    `batch_size` questions of a clip per left-padded batch."""
 
-    def __init__(self, model_spec: dict, timeout_s: float | None):
+    def __init__(self, model_spec: dict, timeout_s: float | None, batch_size: int = 1):
         from ..pipeline import VideoQA
 
         t0 = time.perf_counter()
         self.qa = VideoQA.from_spec(model_spec)
         self.load_s = time.perf_counter() - t0  # reported with this actor's first record
         self.timeout_s = timeout_s
+        self.batch_size = batch_size
 
-    def _video(self, item: WorkItem, path: str, fingerprint: str, clip: bytes, duration: float | None):
-        """The clip to answer on. Under R=auto the frame count is this device's choice: decode it here (after
-        checking this node has the driver's file at `path`), under the timeout, into the pipeline's clip cache,
-        so answering the path finds it there."""
-        import pickle
-
-        if len(clip):
-            return pickle.loads(clip)
+    def _video(self, item: WorkItem, path: str, fingerprint: str, clip, duration: float | None):
+        """The clip to answer on: the CPU stage's decoded `clip`, else (R=auto: the frame count is this device's
+        choice) decoded here (after checking this node has the driver's file at `path`), under the timeout, into
+        the pipeline's clip cache, so answering the path finds it there."""
+        if clip is not None:
+            return clip
         check_same_file(path, fingerprint)
         frames = self.qa.frames_to_sample(item.question, duration)  # the plan `ask` will make, from the same stage
         call_with_timeout(lambda: self.qa.sample(path, frames), self.timeout_s)
@@ -117,32 +136,40 @@ class _QAActor:
     def __call__(self, batch: dict) -> dict:
         import numpy as np
 
-        records, ready = {}, []
-        columns = ("item", "path", "fingerprint", "clip", "error", "duration")
-        for i, (item_json, path, fingerprint, clip, error, duration) in enumerate(
-            zip(*(batch[c] for c in columns), strict=True)
-        ):
-            item = WorkItem(**json.loads(item_json))
-            if error:  # the CPU stage could not decode it
-                records[i] = {**base_record(item), "answer": None, "error": str(error), "seconds": 0.0}
-                continue
-            try:
-                ready.append((i, item, self._video(item, path, fingerprint, clip, _seconds(duration))))
-            except Exception as e:  # decoding under R=auto failed or timed out
-                records[i] = {**base_record(item), "answer": None, "error": error_text(e, path, item.video),
-                              "seconds": 0.0}
-        records.update(self._answer(ready))
         out = []
-        for i in sorted(records):
-            rec = {**records[i], "backend": "ray"}
-            if self.load_s is not None:
-                rec["_model_load_s"], self.load_s = round(self.load_s, 3), None
-            out.append(json.dumps(rec, ensure_ascii=False))
+        columns = ("path", "fingerprint", "clip", "error", "duration")
+        rows = [dict(zip(columns, values, strict=True)) for values in zip(*(batch[c] for c in columns), strict=True)]
+        work = "items" if "items" in batch else "item"
+        for row, value in zip(rows, batch[work], strict=True):
+            for rec in self._clip_records(_items({work: value}), row):
+                rec = {**rec, "backend": "ray"}
+                if self.load_s is not None:
+                    rec["_model_load_s"], self.load_s = round(self.load_s, 3), None
+                out.append(json.dumps(rec, ensure_ascii=False))
         return {"record": np.array(out, dtype=object)}
 
+    def _clip_records(self, items: list[WorkItem], row: dict) -> list[dict]:
+        """Records of one clip's questions, in their order."""
+        if row["error"]:  # the CPU stage could not decode it
+            return [{**base_record(item), "answer": None, "error": str(row["error"]), "seconds": 0.0} for item in items]
+        import pickle
+
+        records, ready = {}, []
+        clip = pickle.loads(row["clip"]) if len(row["clip"]) else None  # once for all its questions
+        for i, item in enumerate(items):
+            try:
+                video = self._video(item, row["path"], row["fingerprint"], clip, _seconds(row["duration"]))
+                ready.append((i, item, video))
+            except Exception as e:  # decoding under R=auto failed or timed out
+                records[i] = {**base_record(item), "answer": None, "error": error_text(e, row["path"], item.video),
+                              "seconds": 0.0}
+        for start in range(0, len(ready), self.batch_size):
+            records.update(self._answer(ready[start:start + self.batch_size]))
+        return [records[i] for i in sorted(records)]
+
     def _answer(self, ready: list) -> dict[int, dict]:
-        """Records of the decoded rows: one left-padded batch when there are several (each answer equals asking
-        alone); a batch that fails is answered row by row, so only the bad row becomes an error."""
+        """Records of decoded questions: one left-padded batch when there are several (each answer equals asking
+        alone); a batch that fails is answered question by question, so only the bad one becomes an error."""
         if len(ready) > 1:
             t0 = time.perf_counter()
             try:
@@ -200,8 +227,10 @@ def _pipeline(rows: list[dict], model_spec: dict, opts: RayOptions, layout: dict
     frames = fixed_frame_count(model_spec, card.policy.base_frames)
     ds = ds.map(_decode_row, fn_kwargs={"frames": frames, "timeout_s": opts.timeout_s,
                                         "sampler": sampler}, num_cpus=opts.decode_cpus)
-    ds = ds.map_batches(_QAActor, fn_constructor_kwargs={"model_spec": model_spec, "timeout_s": opts.timeout_s},
-                        batch_size=opts.batch_size, batch_format="numpy",
+    # One clip a call: its records come back together, after all of its questions.
+    ds = ds.map_batches(_QAActor, fn_constructor_kwargs={"model_spec": model_spec, "timeout_s": opts.timeout_s,
+                                                         "batch_size": opts.batch_size},
+                        batch_size=1, batch_format="numpy",
                         compute=ray.data.ActorPoolStrategy(size=opts.actors), num_cpus=layout["cpus"],
                         num_gpus=layout["gpus"])
     for row in ds.iter_rows():
@@ -242,10 +271,10 @@ class RayRun:
     def __init__(self, todo: list[WorkItem], model_spec: dict, opts: RayOptions):
         import ray
 
-        # Paths are resolved here, where the user typed them, and checked before anything is sent.
-        # Clip by clip: an actor's batches then hold one clip's questions more often, so its caches (decoded
-        # clip, encoding, prompt prefix) serve them; Ray Data does not promise a clip's rows one actor.
-        rows, model_spec = shipped_rows(by_clip(todo)), shipped_spec(model_spec)
+        # Paths are resolved here, where the user typed them, and checked before anything is sent. One row per
+        # clip: a clip's questions all go to one actor, whose caches (decoded clip, encoding, prompt prefix)
+        # serve them.
+        rows, model_spec = clip_rows(shipped_rows(todo)), shipped_spec(model_spec)
         self.joined, connect_s = connect(resolve_address(opts.address), opts.num_cpus)
         self.phases = {"cluster connect": connect_s}
         layout = _layout(opts)

@@ -11,6 +11,10 @@ FastV ranks with the question's last token at layer K-1, so only layers < K (K: 
 hidden states after layer K-1; each question runs its own tokens through layers < K on that cache, and the
 prefill's own layer loop (`llm.prefill.run_layers`) ranks and runs the kept tokens through layers >= K.
 
+A chat's follow-up puts the earlier turns between the video and its question: its whole prompt is kept too (its
+keys and values are computed anyway), so the next turn finds the conversation so far as its longest kept prefix
+(`PrefixCache.longest`, by token ids and positions) and computes only the last answer and its own question.
+
 `PrefixCache` holds the prefixes, least recently used out, bounded by bytes (on a GPU the cached tensors are
 allocated memory, so the adaptive budget's free-memory reading sees them). `prefill_after_prefixes` is the prefill
 of a left-padded batch whose samples' prefixes come from the cache: each sample's tokens sit as
@@ -41,11 +45,14 @@ GPU_SHARE = 0.25  # of the free GPU memory when the pipeline is made
 @dataclass(frozen=True)
 class Prefix:
     """One prompt prefix through layers [0, depth): keys and values [1, kv_heads, P, head_dim] per layer, and,
-    when depth < the LM's layers (FastV), the hidden states [1, P, d] after layer depth-1."""
+    when depth < the LM's layers (FastV), the hidden states [1, P, d] after layer depth-1 and `tail_in`, the input
+    of layer depth-1 [1, m, d] of its last m tokens, the text after its visual tokens (a plan ranking by every
+    text token reads their attention rows at layer depth-1; m = 0 for a clip's prefix)."""
 
     keys: tuple[Tensor, ...]
     values: tuple[Tensor, ...]
     hidden: Tensor | None
+    tail_in: Tensor | None = None
 
     @property
     def length(self) -> int:
@@ -57,19 +64,29 @@ class Prefix:
 
     @property
     def nbytes(self) -> int:
-        tensors = [*self.keys, *self.values] + ([self.hidden] if self.hidden is not None else [])
-        return sum(t.numel() * t.element_size() for t in tensors)
+        tensors = [*self.keys, *self.values, self.hidden, self.tail_in]
+        return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+
+
+@dataclass(frozen=True)
+class PrefixKey:
+    """What a prefix's keys and values depend on: `context` (the visual tokens' content and selection, the depth)
+    and the prefix's token ids and RoPE positions."""
+
+    context: Hashable
+    ids: tuple[int, ...]
+    positions: tuple[int, ...]
 
 
 class PrefixCache:
     """Prefixes by key, least recently used out once their bytes pass `max_bytes` (one larger than that is not
-    kept). `hits` and `misses` count lookups."""
+    kept). `hits` and `misses` count lookups, `reused_tokens` the prompt tokens the hits served."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
         self._entries: OrderedDict[Hashable, Prefix] = OrderedDict()
         self.nbytes = 0
-        self.hits = self.misses = 0
+        self.hits = self.misses = self.reused_tokens = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -80,8 +97,32 @@ class PrefixCache:
             self.misses += 1
             return None
         self.hits += 1
+        self.reused_tokens += prefix.length
         self._entries.move_to_end(key)
         return prefix
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._entries
+
+    def longest(self, key: PrefixKey, shortest: int, count: bool = True) -> tuple[PrefixKey, Prefix] | None:
+        """The longest kept prefix of `key`'s prompt (same context, its first ids and positions), at least
+        `shortest` tokens and shorter than the prompt (its last token is computed for the logits), with its key;
+        None counts no miss (the caller falls back to an exact lookup). `count=False`: only look, counting no hit
+        and leaving the order of use as it is."""
+        n, ids, pos = len(key.ids), key.ids, key.positions
+        found = None
+        for k in self._entries:
+            if (isinstance(k, PrefixKey) and k.context == key.context and shortest <= len(k.ids) < n
+                    and (found is None or len(k.ids) > len(found.ids))
+                    and k.ids == ids[:len(k.ids)] and k.positions == pos[:len(k.ids)]):
+                found = k
+        if found is None or not count:
+            return None if found is None else (found, self._entries[found])
+        return found, self.get(found)
+
+    def discard(self, key: Hashable) -> None:
+        if key in self._entries:
+            self.nbytes -= self._entries.pop(key).nbytes
 
     def put(self, key: Hashable, prefix: Prefix) -> None:
         if key in self._entries:
@@ -116,7 +157,7 @@ def compute_prefix(model: nn.Module | LanguageModel, embeds: Tensor, position_id
         h = lm.run_layer(i, h, mask, pos_emb, cache)
     return Prefix(keys=tuple(cache.layers[i].keys for i in range(depth)),
                   values=tuple(cache.layers[i].values for i in range(depth)),
-                  hidden=h if depth < lm.n_layers else None)
+                  hidden=h if depth < lm.n_layers else None, tail_in=h[:, :0] if depth < lm.n_layers else None)
 
 
 def cached_prefix(cache: PrefixCache, key: Hashable, model: nn.Module | LanguageModel, embeds: Tensor,
@@ -158,10 +199,13 @@ def prefill_after_prefixes(
     position_ids: Tensor,
     plan: LLMPlan | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    whole: dict[int, Prefix | None] | None = None,
 ) -> PrefillResult:
     """The prefill of a left-padded batch (as `llm.prefill` takes it) whose first `prefixes[b].length` real tokens
-    per sample are already in `prefixes[b]`: only the rest is computed (with FastV, also the kept prefix tokens
-    through layers >= K). Returns what `llm.prefill` returns, for the layout `[pad, prefix, pad, suffix]`."""
+    per sample are already in `prefixes[b]` (each holding all of its sample's visual tokens): only the rest is
+    computed (with FastV, also the kept prefix tokens through layers >= K). Returns what `llm.prefill` returns,
+    for the layout `[pad, prefix, pad, suffix]`. For each sample b in `whole`, `whole[b]` is set to its whole
+    prompt as a Prefix of the same depth (a chat turn's, which the next turn reuses)."""
     lm = adapt(model)
     kernel = lm.check_kernel()
     b, n, d = inputs_embeds.shape
@@ -203,15 +247,26 @@ def prefill_after_prefixes(
     for layer, (keys, values) in enumerate(buffers):  # decoding (and FastV's ranking) read them from the cache
         cache.layers[layer].lazy_initialization(keys, values)
         cache.layers[layer].keys, cache.layers[layer].values = keys, values
-    if depth == lm.n_layers:
+    fastv = depth < lm.n_layers
+    for i in whole or {}:
+        suffix = slice(s_max - s_len[i], s_max)
+        whole[i] = Prefix(keys=tuple(k[i:i + 1, :, slots[i]] for k, _ in buffers),
+                          values=tuple(v[i:i + 1, :, slots[i]] for _, v in buffers),
+                          hidden=torch.cat([prefixes[i].hidden, h[i:i + 1, suffix]], 1) if fastv else None,
+                          tail_in=torch.cat([prefixes[i].tail_in, h_in[i:i + 1, suffix]], 1) if fastv else None)
+    if not fastv:
         result.logits = lm.logits(h)
         return result
-    # In-LLM pruning (FastV): the plan ranks with the question's rows (all in the suffix: every prefix ends with
-    # its last visual token); the whole prompt's hidden states after layer K-1 go on through layers >= K.
+    # In-LLM pruning (FastV): the plan ranks with the attention rows of the text after the visual tokens (the
+    # suffix, and a conversation prefix's tail); the prompt's hidden states after layer K-1 go on through layers
+    # >= K.
     hidden = torch.zeros(b, p_max, d, dtype=dtype, device=device)
     hidden[in_prefix] = torch.cat([p.hidden[0] for p in prefixes])
+    prefix_in = torch.zeros(b, p_max, d, dtype=dtype, device=device)
+    tails = [p.tail_in.shape[1] for p in prefixes]
+    prefix_in[_regions(tails, p_max, real)] = torch.cat([p.tail_in[0] for p in prefixes])
     full_h = torch.cat([hidden, h], dim=1)
-    full_in = torch.cat([h_in.new_zeros(b, p_max, d), h_in], dim=1)
+    full_in = torch.cat([prefix_in, h_in], dim=1)
     return run_layers(lm, result, depth, full_h, full_in, pos, key_mask, vis, clock)
 
 
