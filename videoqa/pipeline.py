@@ -26,12 +26,14 @@ from .llm.prefix_cache import PrefixCache, default_bytes
 from .measure import Clock, PeakMemory, device_clock, free_memory_bytes
 from .model import LoadedModel, load_model
 from .model_policy import model_policy, set_on_pipeline
+from .models import FrameTiming
 from .models.languagebind import has_temporal_attention
 from .prefix_reuse import prefill_cached
-from .prompt_tokens import expand_video_slot, prompt_ids
+from .prompt_tokens import prompt_ids
 from .pruning import Acts, EncodedVideo, PruneConfig, Selection, keep_count
+from .pruning.adaptive import frames_wanted, resolution_knob
 from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, check_context, fits_context, largest
-from .pruning.planner import Plan, fewer_frames, plan
+from .pruning.planner import Plan, fewer_frames, plan, whole_groups
 from .request import Collated, Request, collate
 from .video import Clip, probe_video, sample_frames
 from .video.changes import SCAN_BUDGET_S
@@ -66,7 +68,7 @@ class VideoQA:
         self.family = loaded.family
         self.temporal_attention = has_temporal_attention(getattr(self.model.model, "video_tower", None))
         self.visual_token_id = self.family.visual_token_id(self.model.config)
-        self.dims = self.family.dims(self.model.config, dtype_bytes=torch.finfo(self.dtype).bits // 8)
+        self.dims = self.family.dims_for(self.model.config, self.processor, torch.finfo(self.dtype).bits // 8)
         # The model's own policy constants (its videoqa.json, else Video-LLaVA-7B's defaults): FastV's K when none
         # is asked for, the adaptive policy; replace `policy` to try others (the long-clip benchmark's sweep does).
         self.model_policy = model_policy(loaded.card)
@@ -76,7 +78,9 @@ class VideoQA:
         self.frames = frames
         self.sampler = check_sampler(sampler or self.model_policy.sampler)  # None: the model card's
         self.max_new_tokens = max_new_tokens
-        prompt = prompt or loaded.card.conversation  # None: the conversation the model was trained on
+        card = loaded.card  # None: the conversation the model was trained on (a card-less folder: the family's)
+        prompt = prompt or (card.conversation if card.path or card.conversation in self.family.templates
+                            else next(iter(self.family.templates)))
         if prompt not in self.family.templates:
             raise InputError(f"unknown prompt template {prompt!r}; choose {' or '.join(self.family.templates)}")
         self.prompt = prompt  # the template's name, recorded with every answer
@@ -138,14 +142,22 @@ class VideoQA:
         return clip, self.clock() - t0
 
     def encode(self, frames: np.ndarray, cancel: Callable[[], bool] | None = None,
-               key: str | None = None) -> tuple[EncodedVideo, bool]:
+               key: str | None = None, clip: Clip | None = None,
+               max_pixels: int | None = None) -> tuple[EncodedVideo, bool]:
         """The vision tower's output for `frames`, and whether it came from the cache (keyed by content; `key`:
-        `frames_hash(frames)` when the caller has it)."""
+        `frames_hash(frames)` when the caller has it). A family with M-RoPE's time axis also gets the frames'
+        timing from `clip` (the frames' file order when none) and may be encoded at fewer `max_pixels`."""
         key = key or frames_hash(frames)
+        timing = None
+        if self.family.uses_timing:
+            timing = FrameTiming(float(clip.info.fps), tuple(clip.indices)) if clip is not None and clip.info.fps \
+                else FrameTiming(1.0, tuple(range(len(frames))))
+            key = f"{key}|{timing}|{max_pixels}"
         enc = self._encoded.get_fresh(key)
         if enc is not None:
             return enc, True
-        enc = encode_frames(self.family, self.model, self.processor, frames, self.device, self.dtype, cancel)
+        enc = encode_frames(self.family, self.model, self.processor, frames, self.device, self.dtype, cancel,
+                            timing=timing, max_pixels=max_pixels)
         self.encode_count += 1
         self._encoded.put(key, enc)
         return enc, False
@@ -156,14 +168,19 @@ class VideoQA:
         question-independent choice is made once per clip, method, options and count."""
         method = cfg.method_spec
         if method.acts is not Acts.BEFORE_LLM:
-            return Selection(None, enc.features.reshape(-1, enc.features.shape[-1]))
-        keep = keep_count(enc.layout.n_tokens, r)
+            return Selection(None, enc.all_features())
+        frames_enc = enc.for_methods()
+        keep = keep_count(frames_enc.layout.n_tokens, r)
         key = (frames_key, cfg.method, cfg.params, keep) if frames_key and method.question_independent else None
         if (sel := self._selections.get_fresh(key) if key else None) is None:
-            sel = method.select(enc, keep, cfg.options)
+            sel = method.select(frames_enc, keep, cfg.options)
             if key:
                 self._selections.put(key, sel)
-        return sel
+        if enc.summary is None:
+            return sel
+        # Summary tokens (LLaVA-OneVision's newline) are kept as a frame's [CLS] is by VisPruner.
+        kept = None if sel.kept is None else [*sel.kept, *range(frames_enc.layout.n_tokens, enc.layout.n_tokens)]
+        return replace(sel, kept=kept, visual=torch.cat([sel.visual, enc.summary.to(sel.visual)]))
 
     def prompt_ids(self, question: str, history: list[tuple[str, str]] | None = None) -> list[int]:
         """The prompt's ids with one video-token slot (cached: a question is tokenised once); the question and
@@ -171,7 +188,8 @@ class VideoQA:
         key = (question, tuple(history or ()))
         ids = self._prompts.get_fresh(key)
         if ids is None:
-            ids = prompt_ids(self.processor.tokenizer, lambda q, h: self.family.prompt(q, h, self.prompt), question,
+            ids = prompt_ids(self.processor.tokenizer,
+                             lambda q, h: self.family.render(self.processor, q, h, self.prompt), question,
                              history, self.visual_token_id, 1)
             self._prompts.put(key, ids)
         return ids
@@ -182,9 +200,26 @@ class VideoQA:
 
     def plan(self, duration_s: float | None, n_text: int, cfg: PruneConfig, frames: int | None, max_new: int,
              free_bytes: int | None = None, share: int = 1) -> Plan:
-        """Frames and R for one question (pruning/budget.py); `free_bytes` default: read now."""
+        """Frames and R for one question (pruning/budget.py); `free_bytes` default: read now. Where the family's
+        resolution can be lowered (Qwen-VL) and memory or the context cut the frames, a lower resolution that keeps
+        them is chosen first (`resolution_knob`); a method sampling fewer frames samples whole temporal groups."""
+        if cfg.adaptive and free_bytes is None:
+            free_bytes = self.free_memory(self.device)  # read once: every resolution is planned with the same
         free = (lambda: self.free_memory(self.device)) if free_bytes is None else free_bytes
-        planned = plan(self.dims, cfg, n_text, duration_s, frames, max_new, free, self.policy, share)
+
+        def at(pixels: int | None) -> Plan:
+            dims = self.dims if pixels is None else self.family.dims_for(self.model.config, self.processor,
+                                                                         self.dims.dtype_bytes, pixels)
+            return plan(dims, cfg, n_text, duration_s, frames, max_new, free, self.policy, share)
+
+        sizes = self.family.resolutions(self.processor) if cfg.adaptive else []
+        wanted = frames or frames_wanted(duration_s, self.policy)
+        planned, pixels = resolution_knob(sizes, at, lambda p: p.full_frames or p.frames, wanted)
+        if pixels is not None:
+            planned = replace(planned, max_pixels=pixels)
+            planned.decision.reason += (f"; frames at most {pixels} pixels (lowered from {sizes[0]}) before "
+                                        f"dropping frames")
+        planned = whole_groups(planned, self.family.frames_per_group)
         if planned.decision is not None:
             planned.decision.constants = set_on_pipeline(self.policy, self.model_policy)
         return planned
@@ -221,20 +256,24 @@ class VideoQA:
         planned = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share)
         if isinstance(video, Clip) and planned.full_frames is not None:  # fewer of the given clip's frames
             if not cfg.adaptive:
-                planned = fewer_frames(self.dims.tokens_per_frame, len(video.frames), float(cfg.r))
+                planned = whole_groups(fewer_frames(self.dims.tokens_per_frame, len(video.frames), float(cfg.r)),
+                                       self.family.frames_per_group)
             video = video.subsample(planned.frames)
         n_frames = len(video.frames) if isinstance(video, Clip) else planned.frames
-        check_context(self.dims, n_frames, n_text, cfg, planned.r, min(max_new, ANSWER_RESERVE))
+        max_pixels = planned.max_pixels
+        dims = self.dims if max_pixels is None else self.family.dims_for(self.model.config, self.processor,
+                                                                         self.dims.dtype_bytes, max_pixels)
+        check_context(dims, n_frames, n_text, cfg, planned.r, min(max_new, ANSWER_RESERVE))
         clip, t_sample = self.sample(video, n_frames, sampler, cancel)
 
         t0 = self.clock()
         frames_key = frames_hash(clip.frames)
-        enc, cached = self.encode(clip.frames, cancel, frames_key)
+        enc, cached = self.encode(clip.frames, cancel, frames_key, clip, max_pixels)
         t_encode = 0.0 if cached else self.clock() - t0
         t0 = self.clock()
         sel = self.select(enc, cfg, planned.r, frames_key)
         t_select = self.clock() - t0
-        ids = torch.tensor(expand_video_slot(text_ids, self.visual_token_id, len(sel.visual)),
+        ids = torch.tensor(self.family.expand(self.processor, self.model.config, text_ids, enc, sel.kept),
                            device=self.device)
         hidden = enc.layout.n_tokens - len(sel.visual) if cfg.original_positions else 0  # positions pruned ones hold
         room = self.dims.context - len(ids) - hidden
@@ -295,13 +334,16 @@ class VideoQA:
         plan = None
         if method.acts is Acts.IN_LLM:
             plan = method.plan(cfg.options, [req.r for req in requests], requests[0].enc.layout.tokens_per_frame)
-        if self.prefix_cache is not None and (method.question_independent or plan is not None):
+        additions = self.family.layer_additions(self.model, batch, requests)  # Qwen3-VL's deepstack
+        # The prefix cache keeps 1-D positions and no additions: M-RoPE families prefill whole prompts.
+        reusable = batch.position_ids.dim() == 2 and not additions
+        if self.prefix_cache is not None and reusable and (method.question_independent or plan is not None):
             state = prefill_cached(self.prefix_cache, self.decoder.lm, requests, batch, plan, self.dims.n_layers,
                                    self.clock)
             if state is not None:
                 return state
         return llm.prefill(self.decoder.lm, batch.embeds, batch.attention_mask, batch.visual_mask, plan,
-                           batch.position_ids, clock=self.clock)
+                           batch.position_ids, clock=self.clock, layer_additions=additions or None)
 
     def decode(self, requests: list[Request], state: llm.PrefillResult) -> Generator[TextDelta, None, list]:
         """Greedy decoding. Yields each sample's new text as it completes; returns the new token ids."""

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .errors import Cancelled
-from .models import Family
+from .models import Family, FrameTiming
 from .pruning import EncodedVideo
 
 __all__ = ["EncodedVideo", "LRU", "encode_frames", "frames_hash"]
@@ -25,14 +25,19 @@ def frames_hash(frames: np.ndarray) -> str:
 
 @torch.inference_mode()
 def encode_frames(family: Family, model, processor, frames: np.ndarray, device: torch.device, dtype: torch.dtype,
-                  cancel: Callable[[], bool] | None = None) -> EncodedVideo:
+                  cancel: Callable[[], bool] | None = None, timing: FrameTiming | None = None,
+                  max_pixels: int | None = None) -> EncodedVideo:
     """`frames` [F, H, W, 3] through the family's vision tower and projector. `cancel` is asked before each
-    expensive step (preprocessing, the tower); True stops with Cancelled."""
+    expensive step (preprocessing, the tower); True stops with Cancelled. A family that `uses_timing` gets the
+    frames' `timing` (default: one frame a second) and the resolution bound `max_pixels`."""
 
     def check() -> None:
         if cancel is not None and cancel():
             raise Cancelled("encoding frames")
 
+    if family.uses_timing:
+        timing = timing or FrameTiming(1.0, tuple(range(len(frames))))
+        return family.encode(model, processor, frames, device, dtype, check, timing=timing, max_pixels=max_pixels)
     return family.encode(model, processor, frames, device, dtype, check)
 
 
