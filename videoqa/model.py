@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import ModelLoadError
-from .model_card import read_card
 from .models import FAMILIES, Family, LoadedModel, family_of
+from .models.families import card_of
 from .safe_load import check_architecture, check_loading_info, quiet_stdout, read_config_file, refuse_remote_code
 
 if TYPE_CHECKING:  # torch is imported where a model is loaded: the command line checks model names without it
@@ -163,7 +163,7 @@ def load_model(
     model.to(dev).eval()
     # Batched prompts must be left-padded so every sample's last token is at the end.
     processor.tokenizer.padding_side = "left"
-    return LoadedModel(model=model, processor=processor, device=dev, dtype=dt, name=name, card=read_card(path),
+    return LoadedModel(model=model, processor=processor, device=dev, dtype=dt, name=name, card=card_of(path),
                        family=family)
 
 

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 
 from ..errors import InputError, ModelLoadError
 from ..model import resolve_model
-from ..model_card import ModelCard, read_card
+from ..model_card import ModelCard
 from ..model_policy import model_policy
+from ..models.families import card_of
 from ..pruning import AUTO, REGISTRY, PruneConfig, parse_r
 from ..video.samplers import SAMPLERS
 
@@ -215,7 +216,7 @@ def model_spec_from_args(args: argparse.Namespace) -> dict:
         "frames": args.frames,
         "sampler": args.sampler or policy.sampler,
         "max_new_tokens": args.max_new_tokens,
-        "prompt": args.prompt or card.conversation,
+        "prompt": args.prompt or (card.conversation if card.path else None),  # None: the family's own
         "decode": "compiled" if args.compile else "eager",
     }
 
@@ -227,7 +228,7 @@ def _card_of(model: str) -> ModelCard:
         path = resolve_model(model)
     except ModelLoadError:
         return ModelCard()
-    return read_card(path)
+    return card_of(path)
 
 
 def load_qa(args: argparse.Namespace, spec: dict | None = None) -> VideoQA:
