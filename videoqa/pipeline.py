@@ -22,24 +22,24 @@ from .answer import Answer
 from .answering import BatchRun, Setting, TextDelta, assemble, stream_text
 from .clip_cache import content_key, frames_bytes, new_clip_cache, processor_edge, shares_host_memory
 from .errors import InputError
+from .history_fit import turns_that_fit
 from .llm.prefix_cache import PrefixCache, default_bytes
 from .measure import Clock, PeakMemory, device_clock, free_memory_bytes
 from .model import LoadedModel, load_model
 from .model_policy import model_policy, set_on_pipeline
-from .models import FrameTiming
 from .models.languagebind import has_temporal_attention
 from .prefix_reuse import prefill_cached
 from .prompt_tokens import prompt_ids
-from .pruning import Acts, EncodedVideo, PruneConfig, Selection, keep_count
-from .pruning.adaptive import frames_wanted, resolution_knob
-from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, check_context, fits_context, largest
-from .pruning.planner import Plan, fewer_frames, plan, whole_groups
+from .pruning import Acts, EncodedVideo, ModelDims, PruneConfig, Selection
+from .pruning.adaptive import frames_wanted
+from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, check_context
+from .pruning.planner import Plan, at_resolution, fewer_frames, plan, whole_groups
 from .request import Collated, Request, collate
 from .video import Clip, probe_video, sample_frames
 from .video.changes import SCAN_BUDGET_S
 from .video.clip import DECODE_EDGE
 from .video.samplers import check_sampler
-from .vision import LRU, encode_frames, frames_hash
+from .vision import LRU, encode_frames, frame_timing, frames_hash, select_tokens
 
 __all__ = ["ANSWER_RESERVE", "CACHE_SIZE", "DEFAULT_FRAMES", "Collated", "EncodedVideo", "Request", "TextDelta",
            "VideoQA", "frames_hash"]
@@ -78,9 +78,7 @@ class VideoQA:
         self.frames = frames
         self.sampler = check_sampler(sampler or self.model_policy.sampler)  # None: the model card's
         self.max_new_tokens = max_new_tokens
-        card = loaded.card  # None: the conversation the model was trained on (a card-less folder: the family's)
-        prompt = prompt or (card.conversation if card.path or card.conversation in self.family.templates
-                            else next(iter(self.family.templates)))
+        prompt = prompt or loaded.conversation()  # None: the conversation the model was trained on
         if prompt not in self.family.templates:
             raise InputError(f"unknown prompt template {prompt!r}; choose {' or '.join(self.family.templates)}")
         self.prompt = prompt  # the template's name, recorded with every answer
@@ -147,12 +145,8 @@ class VideoQA:
         """The vision tower's output for `frames`, and whether it came from the cache (keyed by content; `key`:
         `frames_hash(frames)` when the caller has it). A family with M-RoPE's time axis also gets the frames'
         timing from `clip` (the frames' file order when none) and may be encoded at fewer `max_pixels`."""
-        key = key or frames_hash(frames)
-        timing = None
-        if self.family.uses_timing:
-            timing = FrameTiming(float(clip.info.fps), tuple(clip.indices)) if clip is not None and clip.info.fps \
-                else FrameTiming(1.0, tuple(range(len(frames))))
-            key = f"{key}|{timing}|{max_pixels}"
+        timing = frame_timing(clip, len(frames)) if self.family.uses_timing else None
+        key = (key or frames_hash(frames)) + (f"|{timing}|{max_pixels}" if timing else "")
         enc = self._encoded.get_fresh(key)
         if enc is not None:
             return enc, True
@@ -163,24 +157,8 @@ class VideoQA:
         return enc, False
 
     def select(self, enc: EncodedVideo, cfg: PruneConfig, r: float, frames_key: str | None = None) -> Selection:
-        """The visual tokens the LLM will see and as what: the method's choice when it prunes before the LLM,
-        else every token (FastV, if chosen, prunes inside the LLM). With `frames_key` (the encoding's cache key) a
-        question-independent choice is made once per clip, method, options and count."""
-        method = cfg.method_spec
-        if method.acts is not Acts.BEFORE_LLM:
-            return Selection(None, enc.all_features())
-        frames_enc = enc.for_methods()
-        keep = keep_count(frames_enc.layout.n_tokens, r)
-        key = (frames_key, cfg.method, cfg.params, keep) if frames_key and method.question_independent else None
-        if (sel := self._selections.get_fresh(key) if key else None) is None:
-            sel = method.select(frames_enc, keep, cfg.options)
-            if key:
-                self._selections.put(key, sel)
-        if enc.summary is None:
-            return sel
-        # Summary tokens (LLaVA-OneVision's newline) are kept as a frame's [CLS] is by VisPruner.
-        kept = None if sel.kept is None else [*sel.kept, *range(frames_enc.layout.n_tokens, enc.layout.n_tokens)]
-        return replace(sel, kept=kept, visual=torch.cat([sel.visual, enc.summary.to(sel.visual)]))
+        """The visual tokens the LLM will see (vision.select_tokens; cached by `frames_key` where it can be)."""
+        return select_tokens(enc, cfg, r, self._selections, frames_key)
 
     def prompt_ids(self, question: str, history: list[tuple[str, str]] | None = None) -> list[int]:
         """The prompt's ids with one video-token slot (cached: a question is tokenised once); the question and
@@ -208,21 +186,19 @@ class VideoQA:
         free = (lambda: self.free_memory(self.device)) if free_bytes is None else free_bytes
 
         def at(pixels: int | None) -> Plan:
-            dims = self.dims if pixels is None else self.family.dims_for(self.model.config, self.processor,
-                                                                         self.dims.dtype_bytes, pixels)
-            return plan(dims, cfg, n_text, duration_s, frames, max_new, free, self.policy, share)
+            return plan(self.dims_at(pixels), cfg, n_text, duration_s, frames, max_new, free, self.policy, share)
 
         sizes = self.family.resolutions(self.processor) if cfg.adaptive else []
-        wanted = frames or frames_wanted(duration_s, self.policy)
-        planned, pixels = resolution_knob(sizes, at, lambda p: p.full_frames or p.frames, wanted)
-        if pixels is not None:
-            planned = replace(planned, max_pixels=pixels)
-            planned.decision.reason += (f"; frames at most {pixels} pixels (lowered from {sizes[0]}) before "
-                                        f"dropping frames")
+        planned = at_resolution(sizes, at, frames or frames_wanted(duration_s, self.policy))
         planned = whole_groups(planned, self.family.frames_per_group)
         if planned.decision is not None:
             planned.decision.constants = set_on_pipeline(self.policy, self.model_policy)
         return planned
+
+    def dims_at(self, max_pixels: int | None) -> ModelDims:
+        """The model's sizes with frames of at most `max_pixels` (None: the processor's resolution)."""
+        return self.dims if max_pixels is None else \
+            self.family.dims_for(self.model.config, self.processor, self.dims.dtype_bytes, max_pixels)
 
     def frames_to_sample(self, question: str, duration_s: float | None) -> int:
         """The frames `ask` would sample for this question on a clip of `duration_s` seconds, with the defaults
@@ -260,15 +236,13 @@ class VideoQA:
                                        self.family.frames_per_group)
             video = video.subsample(planned.frames)
         n_frames = len(video.frames) if isinstance(video, Clip) else planned.frames
-        max_pixels = planned.max_pixels
-        dims = self.dims if max_pixels is None else self.family.dims_for(self.model.config, self.processor,
-                                                                         self.dims.dtype_bytes, max_pixels)
-        check_context(dims, n_frames, n_text, cfg, planned.r, min(max_new, ANSWER_RESERVE))
+        check_context(self.dims_at(planned.max_pixels), n_frames, n_text, cfg, planned.r,
+                      min(max_new, ANSWER_RESERVE))
         clip, t_sample = self.sample(video, n_frames, sampler, cancel)
 
         t0 = self.clock()
         frames_key = frames_hash(clip.frames)
-        enc, cached = self.encode(clip.frames, cancel, frames_key, clip, max_pixels)
+        enc, cached = self.encode(clip.frames, cancel, frames_key, clip, planned.max_pixels)
         t_encode = 0.0 if cached else self.clock() - t0
         t0 = self.clock()
         sel = self.select(enc, cfg, planned.r, frames_key)
@@ -294,31 +268,15 @@ class VideoQA:
     def turns_that_fit(self, video, question: str, history: list[tuple[str, str]], cfg: PruneConfig,
                        frames: int | None, max_new: int, duration: float | None, free_bytes: int | None,
                        share: int) -> int:
-        """How many of the latest `history` turns the model can see without costing the video frames: the
-        frames planned for the question alone must still be planned and fit the context. Chat products keep
-        a long conversation going the same way, dropping its oldest turns; never the video's frames."""
-        if not history:
-            return 0
-        reserve = min(max_new, ANSWER_RESERVE)
+        """How many of the latest `history` turns go with the question (history_fit.py)."""
 
-        def n_frames(n_text: int) -> tuple[int, float]:
+        def frames_for(n_text: int) -> tuple[int, float]:
             planned = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share)
             return (len(video.frames) if isinstance(video, Clip) else planned.frames), planned.r
 
-        try:
-            wanted, _ = n_frames(self.text_tokens(question))
-        except InputError:
-            return 0  # not even the question alone fits: prepare raises the error for it
-
-        def fits(n_turns: int) -> bool:
-            n_text = self.text_tokens(question, history[len(history) - n_turns:])
-            try:
-                f, r = n_frames(n_text)
-            except InputError:
-                return False
-            return f >= wanted and fits_context(self.dims, f, n_text, cfg, r, reserve)
-
-        return max(0, largest(fits, 0, len(history)))
+        return turns_that_fit(len(history), frames_for,
+                              lambda n: self.text_tokens(question, history[len(history) - n:]), self.dims, cfg,
+                              min(max_new, ANSWER_RESERVE))
 
     # -- the LLM ------------------------------------------------------------------------------------
 

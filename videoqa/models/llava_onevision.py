@@ -191,18 +191,11 @@ class LlavaOnevision(Family):
 
         return LlavaOnevisionForConditionalGeneration, LlavaOnevisionProcessor
 
-    def load(self, path: str, dtype, attn: str, local_only: bool):
-        model, processor, info = super().load(path, dtype, attn, local_only)
-        return model.eval(), processor, info
-
     def visual_token_id(self, config) -> int:
         return config.video_token_index
 
     def render(self, processor, question, history=None, template="plain") -> str:
         return chat_prompt(processor, question, history)
-
-    def prompt(self, question, history=None, template="plain") -> str:
-        raise NotImplementedError("LLaVA-OneVision prompts come from the processor's chat template (render)")
 
     def encode(self, model, processor, frames, device, dtype, cancel):
         from ..pruning import EncodedVideo, VisualLayout

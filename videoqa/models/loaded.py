@@ -28,3 +28,9 @@ class LoadedModel:
     def __post_init__(self):
         if self.family is None:
             self.family = family_of(self.model.config)
+
+    def conversation(self) -> str:
+        """The prompt template the model was trained on: its card's, or, for a folder without a card, the
+        card's default where the family has it (Video-LLaVA's "official"), else the family's own first."""
+        card, templates = self.card, self.family.templates
+        return card.conversation if card.path or card.conversation in templates else next(iter(templates))

@@ -227,18 +227,10 @@ class QwenVL(Family):
     uses_timing = True
 
     def classes(self) -> tuple[type, type]:
-        classes = _classes(self.name)
-        return classes[1], classes[2]
-
-    def load(self, path: str, dtype, attn: str, local_only: bool):
-        model, processor, info = super().load(path, dtype, attn, local_only)
-        return model.eval(), processor, info
+        return _classes(self.name)[1:3]
 
     def render(self, processor, question, history=None, template="plain") -> str:
         return chat_prompt(processor, question, history)
-
-    def prompt(self, question, history=None, template="plain") -> str:
-        raise NotImplementedError("Qwen-VL prompts come from the processor's chat template (render)")
 
     def encode(self, model, processor, frames, device, dtype, cancel, timing=None, max_pixels=None):
         """The video processor at the frames' timing (and at most `max_pixels` a frame), then the tower: the
@@ -382,9 +374,6 @@ class Qwen3VL(QwenVL):
     def size_at(self, processor, max_pixels: int, n_frames: int) -> dict:
         low = int(processor.video_processor.size["shortest_edge"])
         return {"shortest_edge": min(low, max_pixels * n_frames), "longest_edge": max_pixels * n_frames}
-
-    def reference_config(self):
-        raise NotImplementedError("no 7B shapes for qwen3-vl yet; the GPU check covers llava-onevision and qwen2.5-vl")
 
 
 def unpruned(ids: list[int], config, layout, kept: list[int] | None) -> tuple[list[int], list[int]]:

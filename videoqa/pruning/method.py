@@ -109,6 +109,17 @@ class EncodedVideo:
         """The frames' tokens only: what a before-the-LLM method chooses among (summary tokens always stay)."""
         return replace(self, layout=self.layout.frames_only(), summary=None) if self.layout.summary else self
 
+    def with_summary(self, sel: Selection) -> Selection:
+        """A method's selection among the frames' tokens with the summary tokens after them, kept as a frame's
+        [CLS] is by VisPruner."""
+        if self.summary is None:
+            return sel
+        import torch
+
+        n_frame_tokens = self.layout.n_tokens - self.layout.summary
+        kept = None if sel.kept is None else [*sel.kept, *range(n_frame_tokens, self.layout.n_tokens)]
+        return replace(sel, kept=kept, visual=torch.cat([sel.visual, self.summary.to(sel.visual)]))
+
     def all_features(self) -> Tensor:
         """[n_visual, d_llm]: every visual token's features in prompt order, the summary tokens last."""
         import torch

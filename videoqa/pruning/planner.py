@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from .adaptive import AdaptivePolicy, Decision, decide
+from .adaptive import AdaptivePolicy, Decision, decide, resolution_knob
 from .base import ModelDims
 from .budget import ANSWER_RESERVE, only_kept_count
 from .config import PruneConfig
@@ -29,6 +29,16 @@ def fewer_frames(tokens_per_frame: int, frames: int, r: float, decision: Decisio
     R keeps of `frames` frames fill, at least one, each seen whole (R=0 inside)."""
     kept = keep_count(frames * tokens_per_frame, r)
     return Plan(max(1, round(kept / tokens_per_frame)), 0.0, decision, full_frames=frames)
+
+
+def at_resolution(sizes: list[int], plan_at: Callable[[int | None], Plan], wanted: int) -> Plan:
+    """The plan at the processor's resolution or, where memory or the context cut its frames, at the largest
+    lower one of `sizes` that keeps them (adaptive.resolution_knob), its decision saying so."""
+    planned, pixels = resolution_knob(sizes, plan_at, lambda p: p.full_frames or p.frames, wanted)
+    if pixels is None:
+        return planned
+    planned.decision.reason += f"; frames at most {pixels} pixels (lowered from {sizes[0]}) before dropping frames"
+    return replace(planned, max_pixels=pixels)
 
 
 def whole_groups(planned: Plan, group: int) -> Plan:
