@@ -113,3 +113,12 @@ def assemble(setting: Setting, requests: list[Request], run: BatchRun, new_ids: 
         answers.append(Answer(text=text, question=req.question, clip=req.clip, kept=kept, decision=req.plan.decision,
                               stats=stats, flops=flops, prune=req.cfg, prompt=setting.prompt))
     return answers
+
+
+def drain(events: Generator[TextDelta, None, list[Answer]]) -> list[Answer]:
+    """A batch's generation run to its end, its text deltas unread: the Answers it returns."""
+    while True:
+        try:
+            next(events)
+        except StopIteration as finished:
+            return finished.value

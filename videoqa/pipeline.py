@@ -19,14 +19,16 @@ import torch
 
 from . import llm
 from .answer import Answer
-from .answering import BatchRun, Setting, TextDelta, assemble, stream_text
+from .answering import BatchRun, Setting, TextDelta, assemble, drain, stream_text
 from .clip_cache import content_key, frames_bytes, new_clip_cache, processor_edge, shares_host_memory
 from .errors import InputError
 from .history_fit import turns_that_fit
 from .llm.prefix_cache import PrefixCache, default_bytes
 from .measure import Clock, PeakMemory, device_clock, free_memory_bytes
 from .model import LoadedModel, load_model
-from .model_policy import model_policy, set_on_pipeline
+from .model_card import ModelCard
+from .model_policy import ModelPolicy, set_on_pipeline
+from .model_policy import model_policy as policy_of_card
 from .models.languagebind import has_temporal_attention
 from .prefix_reuse import prefill_cached
 from .prompt_tokens import prompt_ids
@@ -61,7 +63,8 @@ class VideoQA:
     def __init__(self, loaded: LoadedModel, prune: PruneConfig | None = None, frames: int | None = None,
                  max_new_tokens: int = 64, prompt: str | None = None, *, decode: str = "eager",
                  sampler: str | None = None, free_memory: Callable[[torch.device], int] | None = None,
-                 clock: Clock | None = None, prefix_cache_bytes: int | None = None):
+                 clock: Clock | None = None, prefix_cache_bytes: int | None = None,
+                 model_policy: ModelPolicy | None = None):
         llm.check_kernel(loaded.model)
         self.model, self.processor = loaded.model, loaded.processor
         self.device, self.dtype, self.name = loaded.device, loaded.dtype, loaded.name
@@ -71,7 +74,7 @@ class VideoQA:
         self.dims = self.family.dims_for(self.model.config, self.processor, torch.finfo(self.dtype).bits // 8)
         # The model's own policy constants (its videoqa.json, else Video-LLaVA-7B's defaults): FastV's K when none
         # is asked for, the adaptive policy; replace `policy` to try others (the long-clip benchmark's sweep does).
-        self.model_policy = model_policy(loaded.card)
+        self.model_policy = model_policy or policy_of_card(loaded.card)  # given: built from the same card
         self.policy = self.model_policy.policy
         # keep_others: the web page's first settings may hold another method's options (see cli/options.py)
         self.prune = self._with_model_k(prune or PruneConfig()).validate(self.dims.n_layers, keep_others=True)
@@ -107,17 +110,20 @@ class VideoQA:
                         attn_implementation: str = "sdpa", prune: PruneConfig | None = None,
                         frames: int | None = None, max_new_tokens: int = 64, prompt: str | None = None,
                         decode: str = "eager", sampler: str | None = None,
-                        prefix_cache_bytes: int | None = None) -> VideoQA:
-        return cls(load_model(model, device, dtype, attn_implementation), prune, frames, max_new_tokens, prompt,
-                   decode=decode, sampler=sampler, prefix_cache_bytes=prefix_cache_bytes)
+                        prefix_cache_bytes: int | None = None, card: ModelCard | None = None,
+                        model_policy: ModelPolicy | None = None) -> VideoQA:
+        """`card`, `model_policy`: the model's videoqa.json and its policy, when the caller has them already."""
+        return cls(load_model(model, device, dtype, attn_implementation, card), prune, frames, max_new_tokens,
+                   prompt, decode=decode, sampler=sampler, prefix_cache_bytes=prefix_cache_bytes,
+                   model_policy=model_policy)
 
     @classmethod
-    def from_spec(cls, spec: dict) -> VideoQA:
+    def from_spec(cls, spec: dict, **known) -> VideoQA:
         """Load from plain data: `from_pretrained`'s arguments with `prune` as a dict (`PruneConfig.to_dict`: the
-        form the command line builds, Ray actors receive and eval runs record)."""
+        form the command line builds, Ray actors receive and eval runs record); `known`: its card and policy."""
         kw = dict(spec)
         kw["prune"] = PruneConfig(**kw["prune"])
-        return cls.from_pretrained(kw.pop("model"), **kw)
+        return cls.from_pretrained(kw.pop("model"), **kw, **known)
 
     # -- the stages before the LLM ------------------------------------------------------------------
 
@@ -185,11 +191,10 @@ class VideoQA:
             free_bytes = self.free_memory(self.device)  # read once: every resolution is planned with the same
         free = (lambda: self.free_memory(self.device)) if free_bytes is None else free_bytes
 
-        def at(pixels: int | None) -> Plan:
-            return plan(self.dims_at(pixels), cfg, n_text, duration_s, frames, max_new, free, self.policy, share)
-
         sizes = self.family.resolutions(self.processor) if cfg.adaptive else []
-        planned = at_resolution(sizes, at, frames or frames_wanted(duration_s, self.policy))
+        planned = at_resolution(sizes, lambda pixels: plan(self.dims_at(pixels), cfg, n_text, duration_s, frames,
+                                                           max_new, free, self.policy, share),
+                                frames or frames_wanted(duration_s, self.policy))
         planned = whole_groups(planned, self.family.frames_per_group)
         if planned.decision is not None:
             planned.decision.constants = set_on_pipeline(self.policy, self.model_policy)
@@ -392,9 +397,4 @@ class VideoQA:
             cfg, max_new = self._config(prune, max_new_tokens)
             free = self.free_memory(self.device) if cfg.adaptive else None
             requests = [self.prepare(v, q, None, cfg, frames, max_new, free, len(items), sampler) for v, q in items]
-            events = self.generate(requests)
-            while True:
-                try:
-                    next(events)
-                except StopIteration as finished:
-                    return finished.value
+            return drain(self.generate(requests))

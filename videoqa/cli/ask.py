@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..jsonio import dumps
-from .options import add_model_options, add_prune_options, load_qa, model_spec_from_args
+from .options import add_model_options, add_prune_options, load_qa, model_choice, model_spec_from_args
 
 
 def register(sub) -> None:
@@ -24,9 +24,10 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..video import check_file
 
-    spec = model_spec_from_args(args)  # option errors first: they are the user's typing, found without I/O
+    choice = model_choice(args)  # the model's card, read once, and its policy, built once
+    spec = model_spec_from_args(args, choice)  # option errors first: they are the user's typing, found without I/O
     check_file(args.video)  # a missing clip is reported at once, not after the model has loaded
-    qa = load_qa(args, spec)
+    qa = load_qa(args, spec, choice)
     if sys.stderr.isatty():
         qa.scan_progress = _scan_progress
     if args.json:

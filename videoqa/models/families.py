@@ -51,3 +51,19 @@ def make_tiny(family: str, out_dir: str | Path, seed: int = 0) -> Path:
     if family == "llava-onevision":
         return llava_onevision.make_tiny_onevision(out_dir, seed=seed)
     return qwen_vl.make_tiny_qwen(out_dir, qwen_vl.TinyQwenSpec(family=family), seed=seed)
+
+
+def family_at(path: str | Path):
+    """The registered family of a model folder (its config.json's model_type) or of a named checkpoint's hub id,
+    found without loading anything; None where it cannot be told yet (the loader then says what is wrong)."""
+    from ..errors import ModelLoadError
+    from ..safe_load import read_config_file
+    from .registry import FAMILIES, family_of
+
+    if str(path) in CHECKPOINTS:
+        return next(f for f in FAMILIES if f.name == CHECKPOINTS[str(path)])
+    config = Path(path) / "config.json"
+    try:
+        return family_of(read_config_file(str(path), config)) if config.is_file() else None
+    except ModelLoadError:
+        return None
