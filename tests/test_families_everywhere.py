@@ -137,3 +137,22 @@ def test_resolution_is_lowered_before_frames_are_dropped(served, monkeypatch):
         low_px = qa.processor.video_processor.size["shortest_edge"]
         h, w = smart_resize(112, 112, factor=28, min_pixels=min(low_px, pixels), max_pixels=pixels)
         assert (low.grid, low.n_cols) == (h // 28, w // 28)
+
+
+def test_qwen_plans_with_the_clips_own_frame_size(tmp_path):
+    """A processor allowing huge frames (the published Qwen2.5-VL's 12.8 M pixels: 8,192 tokens a frame at its
+    bound) still answers a small clip in a small context: the plan counts the tokens of the clip's own frames, as
+    many as the processor gives them."""
+    from videoqa.models import qwen_vl
+    from videoqa.pipeline import VideoQA
+
+    torch.set_num_threads(1)
+    spec = qwen_vl.TinyQwenSpec(family="qwen2.5-vl", max_pixels=12845056, context=1024)
+    model = qwen_vl.make_tiny_qwen(tmp_path / "model", spec)
+    clip = write_clip(tmp_path / "clip.mp4", n_frames=30, size=(112, 112))
+    qa = VideoQA.from_pretrained(str(model), max_new_tokens=2, prefix_cache_bytes=0)
+    assert qa.dims.tokens_per_frame * 8 > qa.dims.context  # the processor's bound alone would not fit 8 frames
+    answer = qa.ask(clip, QUESTION, prune=PruneConfig(method="none"), frames=8)
+    sampled, _ = qa.sample(clip, 8)
+    inputs = qwen_vl.processor_inputs(qa.processor, sampled.frames, QUESTION, sampled.info.fps, sampled.indices)
+    assert answer.kept.n_visual == int((inputs["input_ids"] == qa.visual_token_id).sum())

@@ -81,10 +81,8 @@ class VideoQA:
         self.frames = frames
         self.sampler = check_sampler(sampler or self.model_policy.sampler)  # None: the model card's
         self.max_new_tokens = max_new_tokens
-        prompt = prompt or loaded.conversation()  # None: the conversation the model was trained on
-        if prompt not in self.family.templates:
-            raise InputError(f"unknown prompt template {prompt!r}; choose {' or '.join(self.family.templates)}")
-        self.prompt = prompt  # the template's name, recorded with every answer
+        self.prompt = prompt or loaded.conversation()  # the template's name (None: the model's), in every answer
+        self.family.preamble(self.prompt)  # InputError for a template the family does not have
         # "static": a preallocated KV cache; "compiled": that step under torch.compile (a CUDA graph on GPUs)
         self.decoder = llm.decoder_for(self.model, decode)
         self.encode_count = 0  # vision-tower runs: follow-ups on a cached clip do not add to it
@@ -183,33 +181,33 @@ class VideoQA:
         return len(self.prompt_ids(question, history)) - 1
 
     def plan(self, duration_s: float | None, n_text: int, cfg: PruneConfig, frames: int | None, max_new: int,
-             free_bytes: int | None = None, share: int = 1) -> Plan:
-        """Frames and R for one question (pruning/budget.py); `free_bytes` default: read now. Where the family's
-        resolution can be lowered (Qwen-VL) and memory or the context cut the frames, a lower resolution that keeps
-        them is chosen first (`resolution_knob`); a method sampling fewer frames samples whole temporal groups."""
+             free_bytes: int | None = None, share: int = 1, frame_px: int | None = None) -> Plan:
+        """Frames and R for one question (pruning/budget.py); `free_bytes` default: read now; `frame_px`: the clip's
+        pixels a frame, where a frame's tokens depend on them (Qwen-VL), whose resolution the plan may lower before
+        it drops frames (`at_resolution`). A method sampling fewer frames samples whole temporal groups."""
         if cfg.adaptive and free_bytes is None:
             free_bytes = self.free_memory(self.device)  # read once: every resolution is planned with the same
         free = (lambda: self.free_memory(self.device)) if free_bytes is None else free_bytes
 
         sizes = self.family.resolutions(self.processor) if cfg.adaptive else []
-        planned = at_resolution(sizes, lambda pixels: plan(self.dims_at(pixels), cfg, n_text, duration_s, frames,
-                                                           max_new, free, self.policy, share),
+        planned = at_resolution(sizes, lambda pixels: plan(self.dims_at(pixels, frame_px), cfg, n_text, duration_s,
+                                                           frames, max_new, free, self.policy, share),
                                 frames or frames_wanted(duration_s, self.policy))
         planned = whole_groups(planned, self.family.frames_per_group)
         if planned.decision is not None:
             planned.decision.constants = set_on_pipeline(self.policy, self.model_policy)
         return planned
 
-    def dims_at(self, max_pixels: int | None) -> ModelDims:
-        """The model's sizes with frames of at most `max_pixels` (None: the processor's resolution)."""
-        return self.dims if max_pixels is None else \
-            self.family.dims_for(self.model.config, self.processor, self.dims.dtype_bytes, max_pixels)
+    def dims_at(self, max_pixels: int | None, frame_px: int | None = None) -> ModelDims:
+        """The model's sizes with frames of at most `max_pixels` (None: the processor's bound) of `frame_px`."""
+        pixels = min((p for p in (max_pixels, frame_px) if p), default=None)
+        return self.dims if pixels is None else \
+            self.family.dims_for(self.model.config, self.processor, self.dims.dtype_bytes, pixels)
 
     def frames_to_sample(self, question: str, duration_s: float | None) -> int:
-        """The frames `ask` would sample for this question on a clip of `duration_s` seconds, with the defaults
-        (the Ray actor decodes them under its timeout before answering)."""
-        n_text = self.text_tokens(question.strip())
-        return self.plan(duration_s, n_text, self.prune, self.frames, self.max_new_tokens).frames
+        """The frames `ask` would sample for a clip of `duration_s` seconds (the Ray actor decodes them first)."""
+        return self.plan(duration_s, self.text_tokens(question.strip()), self.prune, self.frames,
+                         self.max_new_tokens).frames
 
     def prepare(self, video: str | Path | Clip, question: str, history: list[tuple[str, str]] | None,
                 cfg: PruneConfig, frames: int | None, max_new: int, free_bytes: int | None = None,
@@ -222,26 +220,28 @@ class VideoQA:
         frames = frames or self.frames
         if frames is not None and frames < 1:
             raise InputError(f"frames must be >= 1, got {frames}")
-        duration = None
-        if cfg.adaptive:
+        duration = frame_px = None
+        if cfg.adaptive or self.family.resolutions(self.processor):  # Qwen: a frame's tokens follow its size
             info = video.info if isinstance(video, Clip) else probe_video(video)
+            frame_px = info.width * info.height
+        if cfg.adaptive:
             duration = info.duration_s
             frames = len(video.frames) if isinstance(video, Clip) else frames
             if free_bytes is None:  # read once: every plan below must see the same memory
                 free_bytes = self._free_after_frames(video, info, cfg, frames, max_new)
         history = list(history or [])
         kept_turns = self.turns_that_fit(video, question.strip(), history, cfg, frames, max_new, duration,
-                                         free_bytes, share)
+                                         free_bytes, share, frame_px)
         text_ids = self.prompt_ids(question.strip(), history[len(history) - kept_turns:])
         n_text = len(text_ids) - 1
-        planned = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share)
+        planned = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share, frame_px)
         if isinstance(video, Clip) and planned.full_frames is not None:  # fewer of the given clip's frames
             if not cfg.adaptive:
                 planned = whole_groups(fewer_frames(self.dims.tokens_per_frame, len(video.frames), float(cfg.r)),
                                        self.family.frames_per_group)
             video = video.subsample(planned.frames)
         n_frames = len(video.frames) if isinstance(video, Clip) else planned.frames
-        check_context(self.dims_at(planned.max_pixels), n_frames, n_text, cfg, planned.r,
+        check_context(self.dims_at(planned.max_pixels, frame_px), n_frames, n_text, cfg, planned.r,
                       min(max_new, ANSWER_RESERVE))
         clip, t_sample = self.sample(video, n_frames, sampler, cancel)
 
@@ -272,16 +272,16 @@ class VideoQA:
 
     def turns_that_fit(self, video, question: str, history: list[tuple[str, str]], cfg: PruneConfig,
                        frames: int | None, max_new: int, duration: float | None, free_bytes: int | None,
-                       share: int) -> int:
+                       share: int, frame_px: int | None = None) -> int:
         """How many of the latest `history` turns go with the question (history_fit.py)."""
 
         def frames_for(n_text: int) -> tuple[int, float]:
-            planned = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share)
+            planned = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share, frame_px)
             return (len(video.frames) if isinstance(video, Clip) else planned.frames), planned.r
 
         return turns_that_fit(len(history), frames_for,
-                              lambda n: self.text_tokens(question, history[len(history) - n:]), self.dims, cfg,
-                              min(max_new, ANSWER_RESERVE))
+                              lambda n: self.text_tokens(question, history[len(history) - n:]),
+                              self.dims_at(None, frame_px), cfg, min(max_new, ANSWER_RESERVE))
 
     # -- the LLM ------------------------------------------------------------------------------------
 

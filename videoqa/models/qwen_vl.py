@@ -293,7 +293,7 @@ class QwenVL(Family):
 
         vision = config.vision_config
         side = vision.patch_size * vision.spatial_merge_size
-        pixels = max_pixels or self.frame_pixels(processor)
+        pixels = min(max_pixels or self.frame_pixels(processor), self.frame_pixels(processor))
         groups_tokens = max(1, pixels // (side * side))
         return replace(self.dims(config, dtype_bytes), tokens_per_frame=-(-groups_tokens // self.frames_per_group))
 
