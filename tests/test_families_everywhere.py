@@ -156,3 +156,31 @@ def test_qwen_plans_with_the_clips_own_frame_size(tmp_path):
     sampled, _ = qa.sample(clip, 8)
     inputs = qwen_vl.processor_inputs(qa.processor, sampled.frames, QUESTION, sampled.info.fps, sampled.indices)
     assert answer.kept.n_visual == int((inputs["input_ids"] == qa.visual_token_id).sum())
+
+
+def test_ray_actor_answers_a_batch_as_ask_does(served, tmp_path):
+    """The Ray back end's actor (called here without a cluster) on one row it decodes itself and one the CPU
+    stage decoded: one left-padded batch, each answer equal to `ask` on the same clip."""
+    import pickle
+
+    import numpy as np
+
+    from videoqa.batch.ray_engine import _QAActor
+    from videoqa.batch.shipped import shipped_rows
+    from videoqa.batch.worklist import WorkItem
+    from videoqa.pipeline import VideoQA
+
+    _, model, clip, _ = served
+    qa = VideoQA.from_spec({"model": str(model), "prune": FASTV.to_dict(), "max_new_tokens": 4,
+                            "prefix_cache_bytes": 0})
+    other = write_clip(tmp_path / "other.mp4", n_frames=40, size=(96, 128), fps=8)
+    decoded, _ = qa.sample(other, 6)
+    rows = shipped_rows([WorkItem(key=f"k{i}", video=str(v), question=QUESTION) for i, v in enumerate((clip, other))])
+    batch = {**{key: np.array([row[key] for row in rows], dtype=object) for key in rows[0]},
+             "clip": np.array([b"", pickle.dumps(decoded)], dtype=object),
+             "error": np.array(["", ""], dtype=object), "duration": np.array([None, None], dtype=object)}
+    actor = _QAActor.__new__(_QAActor)
+    actor.qa, actor.timeout_s, actor.load_s = qa, 60, None
+    records = [json.loads(r) for r in actor(batch)["record"]]
+    assert [r["error"] for r in records] == [None, None]
+    assert [r["answer"] for r in records] == [qa.ask(clip, QUESTION).text, qa.ask(decoded, QUESTION).text]
