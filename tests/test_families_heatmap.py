@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from videoqa.heatmap import KEPT_OUTLINE
-from videoqa.models.heatmap import render
-from videoqa.models.prepared import VideoLayout
+from videoqa.heatmap import KEPT_OUTLINE, render_groups
+from videoqa.pruning import VisualLayout
 
 
 def frames(n: int, size: int = 112) -> np.ndarray:
@@ -23,9 +22,9 @@ def kept_cells(image, rows: int, cols: int) -> np.ndarray:
 
 
 def test_qwen_pairs_share_their_cells_and_say_so():
-    layout = VideoLayout(frames=4, groups=2, grid=(4, 4), frames_per_group=2)
+    layout = VisualLayout(n_frames=2, grid=4, has_cls=False, frames_per_token=2)
     kept = [0, 5, 10, 15, 16 + 3]  # a diagonal in pair 1, one cell in pair 2
-    out = render(frames(4), layout, kept, (112, 112))
+    out = render_groups(frames(4), layout, kept, (112, 112))
     assert len(out) == 4
     for f, (image, caption) in enumerate(out):
         cells = kept_cells(image, 4, 4)
@@ -39,9 +38,9 @@ def test_qwen_pairs_share_their_cells_and_say_so():
 
 
 def test_onevision_newline_is_a_summary_token():
-    layout = VideoLayout(frames=2, groups=2, grid=(4, 4), summary=1)
-    with_newline = render(frames(2), layout, [0, 32], (56, 56))
-    without = render(frames(2), layout, [0], (56, 56))
+    layout = VisualLayout(n_frames=2, grid=4, has_cls=False, summary=1)
+    with_newline = render_groups(frames(2), layout, [0, 32], (56, 56))
+    without = render_groups(frames(2), layout, [0], (56, 56))
     assert with_newline[0][1].endswith("+ newline (summary)") and "newline" not in without[0][1]
     assert "shared" not in with_newline[0][1]
     assert (np.asarray(with_newline[0][0]) == KEPT_OUTLINE).all(-1).any()  # the kept cell is outlined

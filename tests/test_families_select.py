@@ -13,10 +13,9 @@ from helpers.clipgen import write_clip
 from test_families_parity import FAMILIES, FPS, INDICES, Family, frames, reference_with_dropped_keys
 
 from videoqa.cli import main
-from videoqa.errors import InputError
 from videoqa.models import llava_onevision as ov
 from videoqa.models import qwen_vl
-from videoqa.models.families import CHECKPOINTS, FamilyQA
+from videoqa.models.families import CHECKPOINTS
 from videoqa.models.prepared import generate
 from videoqa.models.select import apply_selection
 from videoqa.pruning import REGISTRY, PruneConfig, keep_count
@@ -99,30 +98,41 @@ def test_onevision_saliency_is_the_attention_siglip_pays_each_patch(fam):
 EXACT_COUNT = ("none", "fastv", "vispruner", "random", "fastvid")  # keep exactly keep_count(n, R)
 
 
+@pytest.fixture(scope="module")
+def family_qa(fam, tmp_path_factory):
+    from videoqa.models.families import make_tiny
+    from videoqa.pipeline import VideoQA
+
+    folder = make_tiny(fam.name, tmp_path_factory.mktemp(f"{fam.name}-qa"))
+    return VideoQA.from_pretrained(str(folder), max_new_tokens=3, prefix_cache_bytes=0)
+
+
 @torch.no_grad()
-def test_every_method_answers_on_every_family(fam, tmp_path):
-    """Every registered method runs on the family and keeps what it says: all tokens (none), or R's share of the
-    frame tokens (LLaVA-OneVision's newline is always kept)."""
+def test_every_method_answers_on_every_family(fam, family_qa, tmp_path):
+    """Every registered method runs on the family through VideoQA and keeps what it says: all tokens (none), or
+    R's share of the frame tokens (LLaVA-OneVision's newline is always kept); the frames baseline samples whole
+    temporal patches (Qwen: an even count)."""
     clip = write_clip(tmp_path / "clip.mp4", n_frames=30, size=(112, 112))
-    qa = FamilyQA(fam.name, fam.model, fam.processor, "tiny")
     for method in REGISTRY:
+        out = family_qa.ask(clip, "What colour is the shape?", prune=PruneConfig(method=method.name, r=0.5),
+                            frames=8)
+        layout = out.kept.layout
+        n_visual, summary = out.kept.n_visual, layout.summary
+        assert isinstance(out.text, str), method.name
         if method.reduces_frames:
-            with pytest.raises(InputError, match=f"--prune {method.name} does not apply to {fam.name} yet"):
-                qa.ask(str(clip), "What colour?", PruneConfig(method=method.name, r=0.5), frames=8)
+            per = 8 * layout.tokens_per_frame // layout.frames_per_token  # the 8 frames' tokens, R=0.5 of them
+            assert out.stats.frames % layout.frames_per_token == 0 and out.kept.n_kept == n_visual, method.name
+            assert out.stats.frames == 4 and n_visual == keep_count(per, 0.5) + summary, method.name
             continue
-        out = qa.ask(str(clip), "What colour is the shape?", PruneConfig(method=method.name, r=0.5), frames=8,
-                     max_new_tokens=3)
-        frame_tokens = out["n_visual"] - out["summary_tokens"]
-        expected = out["n_visual"] if method.acts is Acts.NEVER else keep_count(frame_tokens, 0.5)
+        expected = n_visual if method.acts is Acts.NEVER else keep_count(n_visual - summary, 0.5)
         if method.acts is Acts.BEFORE_LLM:
-            expected += out["summary_tokens"]
+            expected += summary
         if method.acts is Acts.IN_LLM:  # FastV ranks the whole visual span, the newline included
-            expected = keep_count(out["n_visual"], 0.5)
-        assert isinstance(out["answer"], str), method.name
+            expected = keep_count(n_visual, 0.5)
         if method.name in EXACT_COUNT:
-            assert out["n_kept"] == expected and out["frames"] == 8, method.name
+            assert out.kept.n_kept == expected and out.stats.frames == 8, method.name
         else:  # methods that round as their official code does (or drop whole frames) keep about R's share
-            assert abs(out["n_kept"] - expected) <= max(8, expected // 10), method.name
+            assert abs(out.kept.n_kept - expected) <= max(8, expected // 10), method.name
 
 
 @pytest.mark.slow
@@ -133,8 +143,8 @@ def test_cli_make_tiny_model_then_ask_json(family, tmp_path, capsys):
     assert main(["ask", str(clip), "What colour is it?", "--model", str(tmp_path / "m"), "--prune", "fastv",
                  "--r", "0.5", "--max-new-tokens", "3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert out["family"] == family and out["method"] == "fastv" and out["k"] == 2
-    assert out["n_kept"] == keep_count(out["n_visual"], 0.5)
+    assert out["prune"]["method"] == "fastv" and out["prune"]["k"] == 2
+    assert out["kept"]["n_kept"] == keep_count(out["kept"]["n_visual"], 0.5)
 
 
 @pytest.mark.parametrize("hub_id", sorted(CHECKPOINTS))

@@ -93,14 +93,14 @@ def test_every_transformers_load_in_videoqa_and_scripts_passes_load_kwargs():
 def test_a_folder_of_another_architecture_is_refused_naming_the_supported_ones(tiny_model_dir, tmp_path):
     folder = _copy(tiny_model_dir, tmp_path / "onevision")
     config = json.loads((folder / "config.json").read_text())
-    config["architectures"] = ["LlavaOnevisionForConditionalGeneration"]
+    config["architectures"] = ["LlavaNextVideoForConditionalGeneration"]
     (folder / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ModelLoadError, match="LlavaOnevisionForConditionalGeneration.*not supported") as e:
+    with pytest.raises(ModelLoadError, match="LlavaNextVideoForConditionalGeneration.*not supported") as e:
         load_model(str(folder), device="cpu")
     assert all(arch in str(e.value) for arch in supported_architectures().values())
-    config["model_type"] = "llava_onevision"
+    config["model_type"] = "llava_next_video"
     (folder / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ModelLoadError, match="model_type 'llava_onevision' is not supported"):
+    with pytest.raises(ModelLoadError, match="model_type 'llava_next_video' is not supported"):
         load_model(str(folder), device="cpu")
 
 

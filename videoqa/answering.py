@@ -105,9 +105,20 @@ def assemble(setting: Setting, requests: list[Request], run: BatchRun, new_ids: 
             t_select=req.t_select, prefix_cached=bool(run.prefix_hits and run.prefix_hits[i]),
         )
         # A method sampling fewer frames is measured against the frames R was applied to (all unpruned).
-        full = n_vis if req.plan.full_frames is None else req.plan.full_frames * req.enc.layout.tokens_per_frame
+        layout = req.enc.layout  # a frame of tokens may stand for several source frames (Qwen-VL: 2)
+        full = n_vis if req.plan.full_frames is None else \
+            req.plan.full_frames // layout.frames_per_token * layout.tokens_per_frame + layout.summary
         flops = estimate_flops(setting.dims, len(req.ids) - len(req.visual), full, len(kept_idx), req.cfg.layer)
         text = setting.tokenizer.decode(new_ids[i], skip_special_tokens=True).strip()
         answers.append(Answer(text=text, question=req.question, clip=req.clip, kept=kept, decision=req.plan.decision,
                               stats=stats, flops=flops, prune=req.cfg, prompt=setting.prompt))
     return answers
+
+
+def drain(events: Generator[TextDelta, None, list[Answer]]) -> list[Answer]:
+    """A batch's generation run to its end, its text deltas unread: the Answers it returns."""
+    while True:
+        try:
+            next(events)
+        except StopIteration as finished:
+            return finished.value

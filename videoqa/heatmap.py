@@ -20,7 +20,7 @@ import torchvision.transforms.v2.functional as tvF
 from einops import rearrange
 from PIL import Image
 
-from .pruning.base import KeptTokens
+from .pruning.base import KeptTokens, VisualLayout
 
 # A dropped patch: grey, its content faintly visible, with light diagonal hatching at display resolution.
 DROP_BASE, DROP_GAIN = 40.0, 0.3  # grey level = DROP_BASE + DROP_GAIN * luma
@@ -115,6 +115,8 @@ def render_heatmaps(
     """
     layout = kept.layout
     frames = np.asarray(clip.frames)
+    if crop is None or layout.frames_per_token > 1 or layout.summary or layout.n_cols != layout.grid:
+        return _family_heatmaps(clip, kept, size)  # today's families: pooled, merged or paired grids
     if len(frames) != layout.n_frames:
         raise ValueError(f"clip has {len(frames)} frames but the visual layout has {layout.n_frames}")
     view = model_view(frames, size, crop)
@@ -158,6 +160,65 @@ def render_heatmaps(
             caption = _caption(clip, f, n_kept, g * g, masks[f]["cls_kept"], layout)
             caption += f" · {n_merged} merged" if n_merged else ""
         out.append((Image.fromarray(pixels), caption))
+    return out
+
+
+def _family_heatmaps(clip, kept: KeptTokens, size) -> list[tuple[Image.Image, str]]:
+    """`render_groups` on the frame resized to the processor's square or, where it resizes by pixel count, the
+    frame's own shape."""
+    frames = np.asarray(clip.frames)
+    fixed = _field(size, "height") if size is not None else None
+    view_hw = (int(fixed), int(_field(size, "width"))) if fixed else tuple(frames.shape[1:3])
+    return render_groups(frames, kept.layout, kept.kept, view_hw, getattr(clip, "timestamps", None))
+
+
+def _family_view(frames: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Frames (N, H, W, 3) uint8 resized (bicubic, antialiased) to the model's height x width."""
+    x = rearrange(torch.from_numpy(np.ascontiguousarray(frames)), "n h w c -> n c h w")
+    x = tvF.resize(x, [height, width], interpolation=tvF.InterpolationMode.BICUBIC, antialias=True)
+    return rearrange(x, "n c h w -> n h w c").numpy()
+
+
+def render_groups(frames: np.ndarray, layout: VisualLayout, kept: list[int] | None, view_hw: tuple[int, int],
+                  timestamps: list[float] | None = None) -> list[tuple[Image.Image, str]]:
+    """Today's families' layouts, one (image, caption) per source frame: LLaVA-OneVision's pooled grid (the
+    newline after the frames a summary token, said in the caption), Qwen-VL's merged grid, whose two frames of a
+    temporal patch share every token (both show the same cells and the caption says so). `kept`: indices into
+    the visual span (None: all kept); the summary tokens are its last `layout.summary`."""
+    rows, cols = layout.grid, layout.n_cols
+    per = layout.tokens_per_frame
+    kept_set = set(range(layout.n_tokens)) if kept is None else set(kept)
+    n_frame_tokens = layout.n_tokens - layout.summary
+    summary_kept = any(i in kept_set for i in range(n_frame_tokens, layout.n_tokens))
+    pixels = _family_view(frames, *view_hw)
+    height, width = view_hw
+    row_of = np.repeat(np.arange(rows), np.diff(_cell_edges(height, rows)))
+    col_of = np.repeat(np.arange(cols), np.diff(_cell_edges(width, cols)))
+    scale = max(1, math.ceil(MIN_DISPLAY / max(height, width)))
+    out = []
+    for f in range(len(frames)):
+        group = min(f // layout.frames_per_token, layout.n_frames - 1)
+        cells = np.array([i in kept_set for i in range(group * per, (group + 1) * per)]).reshape(rows, cols)
+        kept_px = cells[row_of][:, col_of]
+        img = pixels[f].astype(np.float32)
+        grey = DROP_BASE + DROP_GAIN * img.mean(axis=-1, keepdims=True)
+        img[~kept_px] = np.broadcast_to(grey, img.shape)[~kept_px]
+        img = img.clip(0, 255).astype(np.uint8)
+        if scale > 1:
+            img, kept_px = _upscale(img, scale), _upscale(kept_px, scale)
+        yy, xx = np.indices(kept_px.shape)
+        img[~kept_px & ((yy + xx) % HATCH_PERIOD < HATCH_WIDTH)] = HATCH
+        if not kept_px.all():
+            img[_edge(kept_px, OUTLINE_WIDTH)] = KEPT_OUTLINE
+        t = f" · {timestamps[f]:.2f} s" if timestamps is not None and f < len(timestamps) else ""
+        caption = f"#{f + 1}{t} · kept {int(cells.sum())}/{per}"
+        if layout.frames_per_token > 1:
+            first = group * layout.frames_per_token
+            others = [i + 1 for i in range(first, first + layout.frames_per_token) if i != f and i < len(frames)]
+            caption += f" · tokens shared with #{', #'.join(map(str, others))}" if others else ""
+        if layout.summary:
+            caption += " + newline (summary)" if summary_kept else ""
+        out.append((Image.fromarray(img), caption))
     return out
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import ModelLoadError
-from .model_card import read_card
+from .model_card import ModelCard
 from .models import FAMILIES, Family, LoadedModel, family_of
+from .models.families import card_of
 from .safe_load import check_architecture, check_loading_info, quiet_stdout, read_config_file, refuse_remote_code
 
 if TYPE_CHECKING:  # torch is imported where a model is loaded: the command line checks model names without it
@@ -133,8 +134,10 @@ def load_model(
     device: str | None = None,
     dtype: str | torch.dtype | None = None,
     attn_implementation: str = "sdpa",
+    card: ModelCard | None = None,
 ) -> LoadedModel:
-    """Load a checkpoint (HF id or folder) of a registered family with its processor, in eval mode."""
+    """Load a checkpoint (HF id or folder) of a registered family with its processor, in eval mode. `card`:
+    its videoqa.json when the caller has read it already (else read here)."""
     path = resolve_model(name)
     dev = pick_device(device)
     dt = pick_dtype(dtype, dev)
@@ -163,8 +166,8 @@ def load_model(
     model.to(dev).eval()
     # Batched prompts must be left-padded so every sample's last token is at the end.
     processor.tokenizer.padding_side = "left"
-    return LoadedModel(model=model, processor=processor, device=dev, dtype=dt, name=name, card=read_card(path),
-                       family=family)
+    card = card if card is not None else card_of(path)
+    return LoadedModel(model=model, processor=processor, device=dev, dtype=dt, name=name, card=card, family=family)
 
 
 def supported_architectures() -> dict[str, str]:

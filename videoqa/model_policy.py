@@ -63,9 +63,9 @@ def model_policy(card: ModelCard) -> ModelPolicy:
 def policy_of(name: str) -> ModelPolicy:
     """The policy of a model by name or folder (its videoqa.json; nothing is loaded or downloaded)."""
     from .model import resolve_model
-    from .model_card import read_card
+    from .models.families import card_of
 
-    return model_policy(read_card(resolve_model(name)))
+    return model_policy(card_of(resolve_model(name)))
 
 
 def set_on_pipeline(policy: AdaptivePolicy, base: ModelPolicy) -> dict:

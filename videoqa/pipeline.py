@@ -19,25 +19,29 @@ import torch
 
 from . import llm
 from .answer import Answer
-from .answering import BatchRun, Setting, TextDelta, assemble, stream_text
+from .answering import BatchRun, Setting, TextDelta, assemble, drain, stream_text
 from .clip_cache import content_key, frames_bytes, new_clip_cache, processor_edge, shares_host_memory
 from .errors import InputError
+from .history_fit import turns_that_fit
 from .llm.prefix_cache import PrefixCache, default_bytes
 from .measure import Clock, PeakMemory, device_clock, free_memory_bytes
 from .model import LoadedModel, load_model
-from .model_policy import model_policy, set_on_pipeline
+from .model_card import ModelCard
+from .model_policy import ModelPolicy, set_on_pipeline
+from .model_policy import model_policy as policy_of_card
 from .models.languagebind import has_temporal_attention
 from .prefix_reuse import prefill_cached
-from .prompt_tokens import expand_video_slot, prompt_ids
-from .pruning import Acts, EncodedVideo, PruneConfig, Selection, keep_count
-from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, check_context, fits_context, largest
-from .pruning.planner import Plan, fewer_frames, plan
+from .prompt_tokens import prompt_ids
+from .pruning import Acts, EncodedVideo, ModelDims, PruneConfig, Selection
+from .pruning.adaptive import frames_wanted
+from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, check_context
+from .pruning.planner import Plan, at_resolution, fewer_frames, plan, whole_groups
 from .request import Collated, Request, collate
 from .video import Clip, probe_video, sample_frames
 from .video.changes import SCAN_BUDGET_S
 from .video.clip import DECODE_EDGE
 from .video.samplers import check_sampler
-from .vision import LRU, encode_frames, feature_cache, frames_hash
+from .vision import LRU, encode_frames, feature_cache, frame_timing, frames_hash, select_tokens
 
 __all__ = ["ANSWER_RESERVE", "CACHE_SIZE", "DEFAULT_FRAMES", "Collated", "EncodedVideo", "Request", "TextDelta",
            "VideoQA", "frames_hash"]
@@ -59,27 +63,26 @@ class VideoQA:
     def __init__(self, loaded: LoadedModel, prune: PruneConfig | None = None, frames: int | None = None,
                  max_new_tokens: int = 64, prompt: str | None = None, *, decode: str = "eager",
                  sampler: str | None = None, free_memory: Callable[[torch.device], int] | None = None,
-                 clock: Clock | None = None, prefix_cache_bytes: int | None = None):
+                 clock: Clock | None = None, prefix_cache_bytes: int | None = None,
+                 model_policy: ModelPolicy | None = None):
         llm.check_kernel(loaded.model)
         self.model, self.processor = loaded.model, loaded.processor
         self.device, self.dtype, self.name = loaded.device, loaded.dtype, loaded.name
         self.family = loaded.family
         self.temporal_attention = has_temporal_attention(getattr(self.model.model, "video_tower", None))
         self.visual_token_id = self.family.visual_token_id(self.model.config)
-        self.dims = self.family.dims(self.model.config, dtype_bytes=torch.finfo(self.dtype).bits // 8)
+        self.dims = self.family.dims_for(self.model.config, self.processor, torch.finfo(self.dtype).bits // 8)
         # The model's own policy constants (its videoqa.json, else Video-LLaVA-7B's defaults): FastV's K when none
         # is asked for, the adaptive policy; replace `policy` to try others (the long-clip benchmark's sweep does).
-        self.model_policy = model_policy(loaded.card)
+        self.model_policy = model_policy or policy_of_card(loaded.card)  # given: built from the same card
         self.policy = self.model_policy.policy
         # keep_others: the web page's first settings may hold another method's options (see cli/options.py)
         self.prune = self._with_model_k(prune or PruneConfig()).validate(self.dims.n_layers, keep_others=True)
         self.frames = frames
         self.sampler = check_sampler(sampler or self.model_policy.sampler)  # None: the model card's
         self.max_new_tokens = max_new_tokens
-        prompt = prompt or loaded.card.conversation  # None: the conversation the model was trained on
-        if prompt not in self.family.templates:
-            raise InputError(f"unknown prompt template {prompt!r}; choose {' or '.join(self.family.templates)}")
-        self.prompt = prompt  # the template's name, recorded with every answer
+        self.prompt = prompt or loaded.conversation()  # the template's name (None: the model's), in every answer
+        self.family.preamble(self.prompt)  # InputError for a template the family does not have
         # "static": a preallocated KV cache; "compiled": that step under torch.compile (a CUDA graph on GPUs)
         self.decoder = llm.decoder_for(self.model, decode)
         self.encode_count = 0  # vision-tower runs: follow-ups on a cached clip do not add to it
@@ -105,17 +108,20 @@ class VideoQA:
                         attn_implementation: str = "sdpa", prune: PruneConfig | None = None,
                         frames: int | None = None, max_new_tokens: int = 64, prompt: str | None = None,
                         decode: str = "eager", sampler: str | None = None,
-                        prefix_cache_bytes: int | None = None) -> VideoQA:
-        return cls(load_model(model, device, dtype, attn_implementation), prune, frames, max_new_tokens, prompt,
-                   decode=decode, sampler=sampler, prefix_cache_bytes=prefix_cache_bytes)
+                        prefix_cache_bytes: int | None = None, card: ModelCard | None = None,
+                        model_policy: ModelPolicy | None = None) -> VideoQA:
+        """`card`, `model_policy`: the model's videoqa.json and its policy, when the caller has them already."""
+        return cls(load_model(model, device, dtype, attn_implementation, card), prune, frames, max_new_tokens,
+                   prompt, decode=decode, sampler=sampler, prefix_cache_bytes=prefix_cache_bytes,
+                   model_policy=model_policy)
 
     @classmethod
-    def from_spec(cls, spec: dict) -> VideoQA:
+    def from_spec(cls, spec: dict, **known) -> VideoQA:
         """Load from plain data: `from_pretrained`'s arguments with `prune` as a dict (`PruneConfig.to_dict`: the
-        form the command line builds, Ray actors receive and eval runs record)."""
+        form the command line builds, Ray actors receive and eval runs record); `known`: its card and policy."""
         kw = dict(spec)
         kw["prune"] = PruneConfig(**kw["prune"])
-        return cls.from_pretrained(kw.pop("model"), **kw)
+        return cls.from_pretrained(kw.pop("model"), **kw, **known)
 
     # -- the stages before the LLM ------------------------------------------------------------------
 
@@ -138,32 +144,25 @@ class VideoQA:
         return clip, self.clock() - t0
 
     def encode(self, frames: np.ndarray, cancel: Callable[[], bool] | None = None,
-               key: str | None = None) -> tuple[EncodedVideo, bool]:
+               key: str | None = None, clip: Clip | None = None,
+               max_pixels: int | None = None) -> tuple[EncodedVideo, bool]:
         """The vision tower's output for `frames`, and whether it came from the cache (keyed by content; `key`:
-        `frames_hash(frames)` when the caller has it)."""
-        key = key or frames_hash(frames)
+        `frames_hash(frames)` when the caller has it). A family with M-RoPE's time axis also gets the frames'
+        timing from `clip` (the frames' file order when none) and may be encoded at fewer `max_pixels`."""
+        timing = frame_timing(clip, len(frames)) if self.family.uses_timing else None
+        key = (key or frames_hash(frames)) + (f"|{timing}|{max_pixels}" if timing else "")
         enc = self._encoded.get_fresh(key)
         if enc is not None:
             return enc, True
-        enc = encode_frames(self.family, self.model, self.processor, frames, self.device, self.dtype, cancel)
+        enc = encode_frames(self.family, self.model, self.processor, frames, self.device, self.dtype, cancel,
+                            timing=timing, max_pixels=max_pixels)
         self.encode_count += 1
         self._encoded.put(key, enc)
         return enc, False
 
     def select(self, enc: EncodedVideo, cfg: PruneConfig, r: float, frames_key: str | None = None) -> Selection:
-        """The visual tokens the LLM will see and as what: the method's choice when it prunes before the LLM,
-        else every token (FastV, if chosen, prunes inside the LLM). With `frames_key` (the encoding's cache key) a
-        question-independent choice is made once per clip, method, options and count."""
-        method = cfg.method_spec
-        if method.acts is not Acts.BEFORE_LLM:
-            return Selection(None, enc.features.reshape(-1, enc.features.shape[-1]))
-        keep = keep_count(enc.layout.n_tokens, r)
-        key = (frames_key, cfg.method, cfg.params, keep) if frames_key and method.question_independent else None
-        if (sel := self._selections.get_fresh(key) if key else None) is None:
-            sel = method.select(enc, keep, cfg.options)
-            if key:
-                self._selections.put(key, sel)
-        return sel
+        """The visual tokens the LLM will see (vision.select_tokens; cached by `frames_key` where it can be)."""
+        return select_tokens(enc, cfg, r, self._selections, frames_key)
 
     def prompt_ids(self, question: str, history: list[tuple[str, str]] | None = None) -> list[int]:
         """The prompt's ids with one video-token slot (cached: a question is tokenised once); the question and
@@ -171,7 +170,8 @@ class VideoQA:
         key = (question, tuple(history or ()))
         ids = self._prompts.get_fresh(key)
         if ids is None:
-            ids = prompt_ids(self.processor.tokenizer, lambda q, h: self.family.prompt(q, h, self.prompt), question,
+            ids = prompt_ids(self.processor.tokenizer,
+                             lambda q, h: self.family.render(self.processor, q, h, self.prompt), question,
                              history, self.visual_token_id, 1)
             self._prompts.put(key, ids)
         return ids
@@ -181,19 +181,33 @@ class VideoQA:
         return len(self.prompt_ids(question, history)) - 1
 
     def plan(self, duration_s: float | None, n_text: int, cfg: PruneConfig, frames: int | None, max_new: int,
-             free_bytes: int | None = None, share: int = 1) -> Plan:
-        """Frames and R for one question (pruning/budget.py); `free_bytes` default: read now."""
+             free_bytes: int | None = None, share: int = 1, frame_px: int | None = None) -> Plan:
+        """Frames and R for one question (pruning/budget.py); `free_bytes` default: read now; `frame_px`: the clip's
+        pixels a frame, where a frame's tokens depend on them (Qwen-VL), whose resolution the plan may lower before
+        it drops frames (`at_resolution`). A method sampling fewer frames samples whole temporal groups."""
+        if cfg.adaptive and free_bytes is None:
+            free_bytes = self.free_memory(self.device)  # read once: every resolution is planned with the same
         free = (lambda: self.free_memory(self.device)) if free_bytes is None else free_bytes
-        planned = plan(self.dims, cfg, n_text, duration_s, frames, max_new, free, self.policy, share)
+
+        sizes = self.family.resolutions(self.processor) if cfg.adaptive else []
+        planned = at_resolution(sizes, lambda pixels: plan(self.dims_at(pixels, frame_px), cfg, n_text, duration_s,
+                                                           frames, max_new, free, self.policy, share),
+                                frames or frames_wanted(duration_s, self.policy))
+        planned = whole_groups(planned, self.family.frames_per_group)
         if planned.decision is not None:
             planned.decision.constants = set_on_pipeline(self.policy, self.model_policy)
         return planned
 
+    def dims_at(self, max_pixels: int | None, frame_px: int | None = None) -> ModelDims:
+        """The model's sizes with frames of at most `max_pixels` (None: the processor's bound) of `frame_px`."""
+        pixels = min((p for p in (max_pixels, frame_px) if p), default=None)
+        return self.dims if pixels is None else \
+            self.family.dims_for(self.model.config, self.processor, self.dims.dtype_bytes, pixels)
+
     def frames_to_sample(self, question: str, duration_s: float | None) -> int:
-        """The frames `ask` would sample for this question on a clip of `duration_s` seconds, with the defaults
-        (the Ray actor decodes them under its timeout before answering)."""
-        n_text = self.text_tokens(question.strip())
-        return self.plan(duration_s, n_text, self.prune, self.frames, self.max_new_tokens).frames
+        """The frames `ask` would sample for a clip of `duration_s` seconds (the Ray actor decodes them first)."""
+        return self.plan(duration_s, self.text_tokens(question.strip()), self.prune, self.frames,
+                         self.max_new_tokens).frames
 
     def prepare(self, video: str | Path | Clip, question: str, history: list[tuple[str, str]] | None,
                 cfg: PruneConfig, frames: int | None, max_new: int, free_bytes: int | None = None,
@@ -206,35 +220,39 @@ class VideoQA:
         frames = frames or self.frames
         if frames is not None and frames < 1:
             raise InputError(f"frames must be >= 1, got {frames}")
-        duration = None
-        if cfg.adaptive:
+        duration = frame_px = None
+        if cfg.adaptive or self.family.resolutions(self.processor):  # Qwen: a frame's tokens follow its size
             info = video.info if isinstance(video, Clip) else probe_video(video)
+            frame_px = info.width * info.height
+        if cfg.adaptive:
             duration = info.duration_s
             frames = len(video.frames) if isinstance(video, Clip) else frames
             if free_bytes is None:  # read once: every plan below must see the same memory
                 free_bytes = self._free_after_frames(video, info, cfg, frames, max_new)
         history = list(history or [])
         kept_turns = self.turns_that_fit(video, question.strip(), history, cfg, frames, max_new, duration,
-                                         free_bytes, share)
+                                         free_bytes, share, frame_px)
         text_ids = self.prompt_ids(question.strip(), history[len(history) - kept_turns:])
         n_text = len(text_ids) - 1
-        planned = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share)
+        planned = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share, frame_px)
         if isinstance(video, Clip) and planned.full_frames is not None:  # fewer of the given clip's frames
             if not cfg.adaptive:
-                planned = fewer_frames(self.dims.tokens_per_frame, len(video.frames), float(cfg.r))
+                planned = whole_groups(fewer_frames(self.dims.tokens_per_frame, len(video.frames), float(cfg.r)),
+                                       self.family.frames_per_group)
             video = video.subsample(planned.frames)
         n_frames = len(video.frames) if isinstance(video, Clip) else planned.frames
-        check_context(self.dims, n_frames, n_text, cfg, planned.r, min(max_new, ANSWER_RESERVE))
+        check_context(self.dims_at(planned.max_pixels, frame_px), n_frames, n_text, cfg, planned.r,
+                      min(max_new, ANSWER_RESERVE))
         clip, t_sample = self.sample(video, n_frames, sampler, cancel)
 
         t0 = self.clock()
         frames_key = frames_hash(clip.frames)
-        enc, cached = self.encode(clip.frames, cancel, frames_key)
+        enc, cached = self.encode(clip.frames, cancel, frames_key, clip, planned.max_pixels)
         t_encode = 0.0 if cached else self.clock() - t0
         t0 = self.clock()
         sel = self.select(enc, cfg, planned.r, frames_key)
         t_select = self.clock() - t0
-        ids = torch.tensor(expand_video_slot(text_ids, self.visual_token_id, len(sel.visual)),
+        ids = torch.tensor(self.family.expand(self.processor, self.model.config, text_ids, enc, sel.kept),
                            device=self.device)
         hidden = enc.layout.n_tokens - len(sel.visual) if cfg.original_positions else 0  # positions pruned ones hold
         room = self.dims.context - len(ids) - hidden
@@ -254,32 +272,16 @@ class VideoQA:
 
     def turns_that_fit(self, video, question: str, history: list[tuple[str, str]], cfg: PruneConfig,
                        frames: int | None, max_new: int, duration: float | None, free_bytes: int | None,
-                       share: int) -> int:
-        """How many of the latest `history` turns the model can see without costing the video frames: the
-        frames planned for the question alone must still be planned and fit the context. Chat products keep
-        a long conversation going the same way, dropping its oldest turns; never the video's frames."""
-        if not history:
-            return 0
-        reserve = min(max_new, ANSWER_RESERVE)
+                       share: int, frame_px: int | None = None) -> int:
+        """How many of the latest `history` turns go with the question (history_fit.py)."""
 
-        def n_frames(n_text: int) -> tuple[int, float]:
-            planned = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share)
+        def frames_for(n_text: int) -> tuple[int, float]:
+            planned = self.plan(duration, n_text, cfg, frames, max_new, free_bytes, share, frame_px)
             return (len(video.frames) if isinstance(video, Clip) else planned.frames), planned.r
 
-        try:
-            wanted, _ = n_frames(self.text_tokens(question))
-        except InputError:
-            return 0  # not even the question alone fits: prepare raises the error for it
-
-        def fits(n_turns: int) -> bool:
-            n_text = self.text_tokens(question, history[len(history) - n_turns:])
-            try:
-                f, r = n_frames(n_text)
-            except InputError:
-                return False
-            return f >= wanted and fits_context(self.dims, f, n_text, cfg, r, reserve)
-
-        return max(0, largest(fits, 0, len(history)))
+        return turns_that_fit(len(history), frames_for,
+                              lambda n: self.text_tokens(question, history[len(history) - n:]),
+                              self.dims_at(None, frame_px), cfg, min(max_new, ANSWER_RESERVE))
 
     # -- the LLM ------------------------------------------------------------------------------------
 
@@ -295,13 +297,16 @@ class VideoQA:
         plan = None
         if method.acts is Acts.IN_LLM:
             plan = method.plan(cfg.options, [req.r for req in requests], requests[0].enc.layout.tokens_per_frame)
-        if self.prefix_cache is not None and (method.question_independent or plan is not None):
+        additions = self.family.layer_additions(self.model, batch, requests)  # Qwen3-VL's deepstack
+        # The prefix cache keeps 1-D positions and no additions: M-RoPE families prefill whole prompts.
+        reusable = batch.position_ids.dim() == 2 and not additions
+        if self.prefix_cache is not None and reusable and (method.question_independent or plan is not None):
             state = prefill_cached(self.prefix_cache, self.decoder.lm, requests, batch, plan, self.dims.n_layers,
                                    self.clock)
             if state is not None:
                 return state
         return llm.prefill(self.decoder.lm, batch.embeds, batch.attention_mask, batch.visual_mask, plan,
-                           batch.position_ids, clock=self.clock)
+                           batch.position_ids, clock=self.clock, layer_additions=additions or None)
 
     def decode(self, requests: list[Request], state: llm.PrefillResult) -> Generator[TextDelta, None, list]:
         """Greedy decoding. Yields each sample's new text as it completes; returns the new token ids."""
@@ -392,9 +397,4 @@ class VideoQA:
             cfg, max_new = self._config(prune, max_new_tokens)
             free = self.free_memory(self.device) if cfg.adaptive else None
             requests = [self.prepare(v, q, None, cfg, frames, max_new, free, len(items), sampler) for v, q in items]
-            events = self.generate(requests)
-            while True:
-                try:
-                    next(events)
-                except StopIteration as finished:
-                    return finished.value
+            return drain(self.generate(requests))

@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from .errors import Cancelled
-from .models import Family
-from .pruning import EncodedVideo
+from .models import Family, FrameTiming
+from .pruning import Acts, EncodedVideo, PruneConfig, Selection, keep_count
 
 __all__ = ["ENCODED_CACHE_BYTES", "EncodedVideo", "LRU", "encode_frames", "feature_cache", "frames_hash",
            "tensor_bytes"]
@@ -31,15 +31,47 @@ def frames_hash(frames: np.ndarray) -> str:
 
 @torch.inference_mode()
 def encode_frames(family: Family, model, processor, frames: np.ndarray, device: torch.device, dtype: torch.dtype,
-                  cancel: Callable[[], bool] | None = None) -> EncodedVideo:
+                  cancel: Callable[[], bool] | None = None, timing: FrameTiming | None = None,
+                  max_pixels: int | None = None) -> EncodedVideo:
     """`frames` [F, H, W, 3] through the family's vision tower and projector. `cancel` is asked before each
-    expensive step (preprocessing, the tower); True stops with Cancelled."""
+    expensive step (preprocessing, the tower); True stops with Cancelled. A family that `uses_timing` gets the
+    frames' `timing` (default: one frame a second) and the resolution bound `max_pixels`."""
 
     def check() -> None:
         if cancel is not None and cancel():
             raise Cancelled("encoding frames")
 
+    if family.uses_timing:
+        timing = timing or FrameTiming(1.0, tuple(range(len(frames))))
+        return family.encode(model, processor, frames, device, dtype, check, timing=timing, max_pixels=max_pixels)
     return family.encode(model, processor, frames, device, dtype, check)
+
+
+def frame_timing(clip, n_frames: int) -> FrameTiming:
+    """The sampled frames' timing: the clip's frame rate and frame numbers (a clip without a frame rate, or
+    frames without a clip: one a second, in order)."""
+    if clip is not None and clip.info.fps:
+        return FrameTiming(float(clip.info.fps), tuple(clip.indices))
+    return FrameTiming(1.0, tuple(range(n_frames)))
+
+
+def select_tokens(enc: EncodedVideo, cfg: PruneConfig, r: float, cache: LRU, frames_key: str | None = None
+                  ) -> Selection:
+    """The visual tokens the LLM will see and as what: the method's choice among the frames' tokens when it prunes
+    before the LLM (summary tokens always stay), else every token (FastV, if chosen, prunes inside the LLM). With
+    `frames_key` (the encoding's cache key) a question-independent choice is made once per clip, method, options
+    and count, and kept in `cache`."""
+    method = cfg.method_spec
+    if method.acts is not Acts.BEFORE_LLM:
+        return Selection(None, enc.all_features())
+    frames_enc = enc.for_methods()
+    keep = keep_count(frames_enc.layout.n_tokens, r)
+    key = (frames_key, cfg.method, cfg.params, keep) if frames_key and method.question_independent else None
+    if (sel := cache.get_fresh(key) if key else None) is None:
+        sel = method.select(frames_enc, keep, cfg.options)
+        if key:
+            cache.put(key, sel)
+    return enc.with_summary(sel)
 
 
 class LRU(OrderedDict):

@@ -16,9 +16,6 @@ def local_engine(model_spec: dict, batch_size: int = 1) -> Produce:
     def produce(todo: list[WorkItem]) -> Iterator[dict]:
         from ..pipeline import VideoQA
 
-        family = family_answer_fn(model_spec)
-        if family is not None:  # today's families: one item at a time (VideoQA's batching is Video-LLaVA's)
-            return local_records(todo, family)
         todo = by_clip(todo)
         qa = VideoQA.from_spec(model_spec)
         if batch_size > 1:
@@ -26,30 +23,6 @@ def local_engine(model_spec: dict, batch_size: int = 1) -> Produce:
         return local_records(todo, qa_answer_fn(qa))
 
     return produce
-
-
-def family_answer_fn(model_spec: dict) -> AnswerFn | None:
-    """The model call of a LLaVA-OneVision / Qwen-VL model (videoqa.models.families), None for Video-LLaVA."""
-    from ..errors import ModelLoadError
-    from ..model import pick_device, pick_dtype, resolve_model
-    from ..models.families import FamilyQA, family_of
-    from ..pruning import PruneConfig
-
-    try:
-        path = resolve_model(model_spec["model"])
-    except ModelLoadError:
-        return None  # the Video-LLaVA loader says what is wrong with the name
-    if family_of(path) is None:
-        return None
-    dtype = pick_dtype(model_spec.get("dtype"), pick_device(model_spec.get("device")))
-    qa = FamilyQA.load(path, dtype, model_spec.get("attn_implementation", "sdpa"))
-    cfg = PruneConfig(**model_spec["prune"])
-
-    def answer(video: str, question: str) -> dict:
-        return summarize_answer(qa.ask(video, question, cfg, model_spec.get("frames"),
-                                       model_spec.get("max_new_tokens", 64)))
-
-    return answer
 
 
 def qa_answer_fn(qa) -> AnswerFn:

@@ -10,7 +10,6 @@ import torch
 
 from ..measure import PeakMemory, free_memory_bytes
 from ..models import llava_onevision
-from ..models.families import dims_of
 from ..models.prepared import generate
 from ..models.tiny_chatml import OV_MEDIA, chatml_tokenizer
 from ..pruning import PruneConfig, keep_count
@@ -52,8 +51,7 @@ def run_laptop(frame_counts: tuple[int, ...] = (8, 32), dtype: torch.dtype = tor
     n_params = sum(p.numel() for p in model.parameters())
     spec = llava_onevision.TinyOneVisionSpec(image_size=side, patch_size=config.vision_config.patch_size)
     processor = llava_onevision.tiny_processor(spec, chatml_tokenizer(400, OV_MEDIA))
-    rows_, cols_ = llava_onevision.pooled_grid(config)
-    dims = dims_of(model, "llava-onevision", rows_ * cols_, torch.finfo(dtype).bits // 8)
+    dims = llava_onevision.LlavaOnevision().dims(config, torch.finfo(dtype).bits // 8)
     policy = model_policy(card_of(CHECKPOINT)).policy
     rows = []
     for frames in frame_counts:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..jsonio import dumps
-from .options import add_model_options, add_prune_options, load_qa, model_spec_from_args
+from .options import add_model_options, add_prune_options, load_qa, model_choice, model_spec_from_args
 
 
 def register(sub) -> None:
@@ -24,11 +24,10 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..video import check_file
 
-    spec = model_spec_from_args(args)  # option errors first: they are the user's typing, found without I/O
+    choice = model_choice(args)  # the model's card, read once, and its policy, built once
+    spec = model_spec_from_args(args, choice)  # option errors first: they are the user's typing, found without I/O
     check_file(args.video)  # a missing clip is reported at once, not after the model has loaded
-    if _family(args.model) is not None:
-        return _ask_family(args, spec)
-    qa = load_qa(args, spec)
+    qa = load_qa(args, spec, choice)
     if sys.stderr.isatty():
         qa.scan_progress = _scan_progress
     if args.json:
@@ -58,35 +57,6 @@ def _scan_progress(fraction: float) -> None:
     end = "\n" if fraction >= 1.0 else ""
     print(f"\rvideoqa: scanning the clip for changes: {100 * fraction:3.0f} %", end=end, file=sys.stderr,
           flush=True)
-
-
-def _family(model: str) -> str | None:
-    from ..errors import ModelLoadError
-    from ..model import resolve_model
-    from ..models.families import family_of
-
-    try:
-        return family_of(resolve_model(model))
-    except ModelLoadError:
-        return None  # the usual loader says what is wrong with the name
-
-
-def _ask_family(args: argparse.Namespace, spec: dict) -> int:
-    """Today's families (LLaVA-OneVision, Qwen2.5-VL, Qwen3-VL): one answer, as text or one JSON object."""
-    from ..model import pick_device, pick_dtype, resolve_model
-    from ..models.families import FamilyQA
-    from ..pruning import PruneConfig
-
-    dtype = pick_dtype(args.dtype, pick_device(args.device))
-    qa = FamilyQA.load(resolve_model(args.model), dtype, args.attn)
-    out = qa.ask(args.video, args.question, PruneConfig(**spec["prune"]), args.frames, args.max_new_tokens)
-    if args.json:
-        print(dumps(out))
-        return 0
-    print(out["answer"])
-    print(f"{out['family']}: {out['frames']} frames, {out['n_visual']} visual tokens, kept {out['n_kept']} "
-          f"({out['method']}, R={out['r']:.2f}), {out['seconds']:.2f} s", file=sys.stderr)
-    return 0
 
 
 def _warn(warnings: list[str]) -> None:

@@ -9,12 +9,15 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import InputError, ModelLoadError
 from ..model import resolve_model
-from ..model_card import ModelCard, read_card
-from ..model_policy import model_policy
+from ..model_card import ModelCard
+from ..model_policy import ModelPolicy, model_policy
+from ..models.families import card_of, family_at
+from ..models.loaded import conversation_of
 from ..pruning import AUTO, REGISTRY, PruneConfig, parse_r
 from ..video.samplers import SAMPLERS
 
@@ -201,11 +204,30 @@ def prune_from_args(args: argparse.Namespace, default_k: int | None = None) -> P
     return PruneConfig(method=args.prune, r=r, **given).validate(keep_others=bool(ignored))
 
 
-def model_spec_from_args(args: argparse.Namespace) -> dict:
+@dataclass(frozen=True)
+class ModelChoice:
+    """The model the options name: its card (videoqa.json, read once) and the policy built from it (once)."""
+
+    card: ModelCard
+    policy: ModelPolicy
+    conversation: str  # the prompt template it was trained on (its card's, or its family's own)
+
+
+def model_choice(args: argparse.Namespace) -> ModelChoice:
+    try:
+        path = resolve_model(args.model)
+    except ModelLoadError:  # the cheaper checks (the results file, the clips) speak first; loading says this
+        return ModelChoice(ModelCard(), model_policy(ModelCard()), ModelCard().conversation)
+    card = card_of(path)
+    return ModelChoice(card, model_policy(card), conversation_of(card, family_at(path)))
+
+
+def model_spec_from_args(args: argparse.Namespace, choice: ModelChoice | None = None) -> dict:
     """What `VideoQA.from_spec` needs, as plain data (it is shipped to Ray actors and recorded). What is not
-    given comes from the model's videoqa.json (its conversation, K), so records name the settings that ran."""
-    card = _card_of(args.model)
-    policy = model_policy(card)
+    given comes from the model's videoqa.json (its conversation, K), so records name the settings that ran.
+    `choice`: the model's card and policy, when the caller already has them."""
+    choice = choice or model_choice(args)
+    policy = choice.policy
     return {
         "model": args.model,
         "device": args.device,
@@ -215,27 +237,20 @@ def model_spec_from_args(args: argparse.Namespace) -> dict:
         "frames": args.frames,
         "sampler": args.sampler or policy.sampler,
         "max_new_tokens": args.max_new_tokens,
-        "prompt": args.prompt or card.conversation,
+        "prompt": args.prompt or choice.conversation,
         "decode": "compiled" if args.compile else "eager",
     }
 
 
-def _card_of(model: str) -> ModelCard:
-    """The model folder's card; the defaults for a model that cannot be found, so that the cheaper checks (the
-    results file, the clips) speak first and loading the model says what is missing. A bad card is an error."""
-    try:
-        path = resolve_model(model)
-    except ModelLoadError:
-        return ModelCard()
-    return read_card(path)
-
-
-def load_qa(args: argparse.Namespace, spec: dict | None = None) -> VideoQA:
-    """The model the options describe (loaded once; their pruning is its default). `spec`: the options'
-    `model_spec_from_args`, when the caller already has it (checked once)."""
+def load_qa(args: argparse.Namespace, spec: dict | None = None, choice: ModelChoice | None = None) -> VideoQA:
+    """The model the options describe (loaded once; their pruning is its default). `spec`, `choice`: the options'
+    `model_spec_from_args` and `model_choice`, when the caller already has them (the card is read once, the
+    policy built once)."""
     from ..pipeline import VideoQA
 
-    return VideoQA.from_spec(spec or model_spec_from_args(args))
+    choice = choice or model_choice(args)
+    return VideoQA.from_spec(spec or model_spec_from_args(args, choice), card=choice.card,
+                             model_policy=choice.policy)
 
 
 def backend_from_args(args: argparse.Namespace, spec: dict | None = None) -> Produce:

@@ -5,9 +5,9 @@ claims is one line naming the supported families. `FAMILIES` holds instances; a 
 own with `FAMILIES.register`, as pruning methods do.
 """
 
-from .base import Family
+from .base import Family, FrameTiming
 from .loaded import LoadedModel
 from .registry import FAMILIES, Families, family_of
 from .video_llava import VideoLlava
 
-__all__ = ["FAMILIES", "Families", "Family", "LoadedModel", "VideoLlava", "family_of"]
+__all__ = ["FAMILIES", "Families", "Family", "FrameTiming", "LoadedModel", "VideoLlava", "family_of"]

@@ -8,14 +8,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import nn
 
-from .prepared import Prepared, VideoLayout
-from .select import mean_attention_received
+from .base import Family, chat_prompt
 from .tiny_chatml import OV_MEDIA, OV_TEMPLATE, chatml_tokenizer
+
+if TYPE_CHECKING:  # torch is imported where a model runs: the registry lists families without it
+    import torch
+    from torch import nn
+
+    from .prepared import Prepared
 
 FAMILY = "llava-onevision"
 MODEL_TYPE = "llava_onevision"  # config.json's model_type
@@ -70,6 +74,7 @@ def tiny_processor(spec: TinyOneVisionSpec, tokenizer):
 
 def make_tiny_onevision(out_dir: str | Path, spec: TinyOneVisionSpec | None = None, seed: int = 0) -> Path:
     """Build a random-weight LLaVA-OneVision of `spec`'s sizes; save model + processor to `out_dir`."""
+    import torch
     from transformers import LlavaOnevisionForConditionalGeneration
 
     spec = spec or TinyOneVisionSpec()
@@ -91,8 +96,11 @@ def model_class():
     return LlavaOnevisionForConditionalGeneration
 
 
-def load(path: str | Path, dtype: torch.dtype = torch.float32, attn: str = "sdpa", local_files_only: bool = False):
-    """Model and processor of a saved LLaVA-OneVision (never running code from the folder)."""
+def load(path: str | Path, dtype: torch.dtype | None = None, attn: str = "sdpa", local_files_only: bool = False):
+    """Model and processor of a saved LLaVA-OneVision (never running code from the folder; float32 by default)."""
+    import torch
+
+    dtype = dtype or torch.float32
     from transformers import LlavaOnevisionForConditionalGeneration, LlavaOnevisionProcessor
 
     from ..safe_load import LOAD_KWARGS
@@ -118,24 +126,42 @@ def pooled_grid(config) -> tuple[int, int]:
     return side, side
 
 
-@torch.inference_mode()
 def prepare(model: nn.Module, inputs) -> Prepared:
     """Encode the video of one processed prompt and make it ready for the LLM loops (positions 0..n-1)."""
+    import torch
+
+    from .prepared import Prepared, VideoLayout
+
     cfg = model.config
     pixels = inputs["pixel_values_videos"]
-    out = model.model.get_video_features(pixels, vision_feature_layer=cfg.vision_feature_layer,
-                                         vision_feature_select_strategy=cfg.vision_feature_select_strategy,
-                                         output_hidden_states=True)
-    features = out.pooler_output[0]
+    features, saliency = video_features(model, pixels)
     ids = inputs["input_ids"][0]
     layout = VideoLayout(frames=pixels.shape[1], groups=pixels.shape[1], grid=pooled_grid(cfg), summary=1)
     return Prepared(ids=ids, features=features, positions=torch.arange(len(ids))[None], layout=layout,
-                    video_token_id=cfg.video_token_index, saliency=tower_saliency(model, out.hidden_states))
+                    video_token_id=cfg.video_token_index, saliency=saliency)
+
+
+def video_features(model: nn.Module, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[frames * tokens + 1, d] LLM-space features of one clip's pixels [1, F, 3, H, W] (the newline last), and
+    the tower saliency of its frame tokens."""
+    import torch
+
+    cfg = model.config
+    with torch.inference_mode():
+        out = model.model.get_video_features(pixels, vision_feature_layer=cfg.vision_feature_layer,
+                                             vision_feature_select_strategy=cfg.vision_feature_select_strategy,
+                                             output_hidden_states=True)
+        return out.pooler_output[0], tower_saliency(model, out.hidden_states)
 
 
 def tower_saliency(model: nn.Module, hidden_states: tuple) -> torch.Tensor:
     """SigLIP has no [CLS]: the attention each patch receives at the feature layer (mean over heads and
     queries), pooled to the frame's token grid as the features are (bilinear, 27 -> 14). [frames * tokens]."""
+    import torch
+    from torch import nn
+
+    from .select import mean_attention_received
+
     cfg = model.config
     feature = cfg.vision_feature_layer
     layer_idx = feature if feature >= 0 else len(hidden_states) + feature  # hidden_states[0]: the embeddings
@@ -151,3 +177,49 @@ def tower_saliency(model: nn.Module, hidden_states: tuple) -> torch.Tensor:
     grid = torch.stack(per_frame).view(-1, 1, side, side)
     pooled = nn.functional.interpolate(grid, size=pooled_grid(cfg), mode="bilinear")
     return pooled.flatten()
+
+
+class LlavaOnevision(Family):
+    """LLaVA-OneVision / LLaVA-Video on the VideoQA path: the processor's chat template, frames of 196 pooled
+    tokens (no [CLS]: the saliency is the attention SigLIP pays each patch), the newline a summary token."""
+
+    name = "llava-onevision"
+    model_types = ("llava_onevision",)
+
+    def classes(self) -> tuple[type, type]:
+        from transformers import LlavaOnevisionForConditionalGeneration, LlavaOnevisionProcessor
+
+        return LlavaOnevisionForConditionalGeneration, LlavaOnevisionProcessor
+
+    def visual_token_id(self, config) -> int:
+        return config.video_token_index
+
+    def render(self, processor, question, history=None, template="plain") -> str:
+        return chat_prompt(processor, question, history)
+
+    def encode(self, model, processor, frames, device, dtype, cancel):
+        from ..pruning import EncodedVideo, VisualLayout
+
+        cancel()
+        pixels = processor.video_processor(videos=[frames], return_tensors="pt")["pixel_values_videos"]
+        cancel()
+        features, saliency = video_features(model, pixels.to(device, dtype))
+        rows, cols = pooled_grid(model.config)
+        frame_tokens = features[:-1].view(len(frames), rows * cols, -1)
+        layout = VisualLayout(len(frames), rows, has_cls=False, cols=cols, summary=1)
+        return EncodedVideo(frame_tokens, frame_tokens, saliency.view(len(frames), -1), layout,
+                            summary=features[-1:])
+
+    def dims(self, config, dtype_bytes: int = 2):
+        from dataclasses import replace
+
+        from ..pruning import ModelDims
+
+        rows, cols = pooled_grid(config)
+        return replace(ModelDims.from_text_config(config.text_config, rows, dtype_bytes, cls_token=False),
+                       tokens_per_frame=rows * cols)
+
+    def reference_config(self):
+        from ..gpucheck.families_shapes import config_7b
+
+        return config_7b(self.name)

@@ -28,3 +28,15 @@ class LoadedModel:
     def __post_init__(self):
         if self.family is None:
             self.family = family_of(self.model.config)
+
+    def conversation(self) -> str:
+        """The prompt template the model was trained on (`conversation_of` its card and family)."""
+        return conversation_of(self.card, self.family)
+
+
+def conversation_of(card: ModelCard, family: Family | None) -> str:
+    """The card's conversation (default Video-LLaVA's "official") where the family has such a template, else the
+    family's own first (today's families: their processor's chat template); the card's with no family known."""
+    if family is None or card.conversation in family.templates:
+        return card.conversation
+    return next(iter(family.templates))

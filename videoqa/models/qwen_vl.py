@@ -13,14 +13,18 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import nn
 
-from .prepared import Prepared, VideoLayout
-from .select import mean_attention_received
+from .base import Family, chat_prompt
 from .tiny_chatml import QWEN3_TEMPLATE, QWEN25_TEMPLATE, chatml_tokenizer
+
+if TYPE_CHECKING:  # torch is imported where a model runs: the registry lists families without it
+    import torch
+    from torch import nn
+
+    from .prepared import Prepared
 
 FAMILIES = {"qwen2.5-vl": "qwen2_5_vl", "qwen3-vl": "qwen3_vl"}  # family name -> config.json model_type
 
@@ -96,6 +100,8 @@ def tiny_processor(spec: TinyQwenSpec, tokenizer):
 
 def make_tiny_qwen(out_dir: str | Path, spec: TinyQwenSpec | None = None, seed: int = 0) -> Path:
     """Build a random-weight Qwen2.5-VL or Qwen3-VL of `spec`'s sizes; save model + processor to `out_dir`."""
+    import torch
+
     spec = spec or TinyQwenSpec()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -109,9 +115,12 @@ def make_tiny_qwen(out_dir: str | Path, spec: TinyQwenSpec | None = None, seed: 
     return out
 
 
-def load(path: str | Path, family: str, dtype: torch.dtype = torch.float32, attn: str = "sdpa",
+def load(path: str | Path, family: str, dtype: torch.dtype | None = None, attn: str = "sdpa",
          local_files_only: bool = False):
-    """Model and processor of a saved Qwen-VL (never running code from the folder)."""
+    """Model and processor of a saved Qwen-VL (never running code from the folder; float32 by default)."""
+    import torch
+
+    dtype = dtype or torch.float32
     model_cls, proc_cls = _classes(family)[1], _classes(family)[2]
     from ..safe_load import LOAD_KWARGS
 
@@ -142,9 +151,20 @@ def rope_positions(model: nn.Module, inputs) -> torch.Tensor:
     return positions
 
 
-@torch.inference_mode()
-def prepare(model: nn.Module, inputs) -> Prepared:
-    """Encode the video of one processed prompt and make it ready for the LLM loops."""
+def prepare(model: nn.Module, inputs, with_positions: bool = True) -> Prepared:
+    """Encode the video of one processed prompt and make it ready for the LLM loops (`with_positions`: the
+    inputs have the prompt's ids, and its M-RoPE ids are computed too)."""
+    import torch
+
+    from .prepared import Prepared, VideoLayout
+
+    with torch.inference_mode():
+        return _prepare(model, inputs, with_positions, Prepared, VideoLayout)
+
+
+def _prepare(model, inputs, with_positions: bool, Prepared, VideoLayout):  # noqa: N803 (the classes, imported late)
+    import torch
+
     thw = inputs["video_grid_thw"]
     last = model.model.visual.blocks[-1].attn
     seen = {}
@@ -159,7 +179,9 @@ def prepare(model: nn.Module, inputs) -> Prepared:
     t, h, w = (int(x) for x in thw[0])
     temporal = model.config.vision_config.temporal_patch_size
     layout = VideoLayout(frames=t * temporal, groups=t, grid=(h // merge, w // merge), frames_per_group=temporal)
-    return Prepared(ids=inputs["input_ids"][0], features=features, positions=rope_positions(model, inputs)[:, 0],
+    ids = inputs["input_ids"][0] if with_positions else torch.zeros(0, dtype=torch.long)
+    positions = rope_positions(model, inputs)[:, 0] if with_positions else torch.zeros(3, 0, dtype=torch.long)
+    return Prepared(ids=ids, features=features, positions=positions,
                     layout=layout, video_token_id=model.config.video_token_id, layer_additions=deepstack,
                     saliency=tower_saliency(model, seen, thw))
 
@@ -167,7 +189,10 @@ def prepare(model: nn.Module, inputs) -> Prepared:
 def tower_saliency(model: nn.Module, seen: dict, thw: torch.Tensor) -> torch.Tensor:
     """The tower has no [CLS]: the attention each merged token's patches receive in its last block, mean over
     heads, queries (within the block's attention segments) and the 2x2 patches, in the LLM's token order."""
+    import torch
     from transformers.vision_utils import get_vision_window_index
+
+    from .select import mean_attention_received
 
     visual = model.model.visual
     attn = visual.blocks[-1].attn
@@ -189,3 +214,187 @@ def tower_saliency(model: nn.Module, seen: dict, thw: torch.Tensor) -> torch.Ten
                                                   kwargs={})
         merged = merged[torch.argsort(window_index)]
     return merged
+
+
+class QwenVL(Family):
+    """Qwen2.5-VL (and, subclassed, Qwen3-VL) on the VideoQA path: the processor's chat template, the frames'
+    real timing, M-RoPE ids from the model's own get_rope_index for the unpruned prompt, each kept token keeping
+    its own (both positions rules give it: see select.py), and resolution as the adaptive policy's third knob."""
+
+    name = "qwen2.5-vl"
+    model_types = ("qwen2_5_vl",)
+    frames_per_group = 2
+    uses_timing = True
+
+    def classes(self) -> tuple[type, type]:
+        return _classes(self.name)[1:3]
+
+    def render(self, processor, question, history=None, template="plain") -> str:
+        return chat_prompt(processor, question, history)
+
+    def encode(self, model, processor, frames, device, dtype, cancel, timing=None, max_pixels=None):
+        """The video processor at the frames' timing (and at most `max_pixels` a frame), then the tower: the
+        merged tokens, the tower saliency, deepstack features and what get_rope_index needs later."""
+        from transformers.video_utils import VideoMetadata
+
+        from ..pruning import EncodedVideo, VisualLayout
+
+        cancel()
+        indices = list(timing.indices)
+        meta = VideoMetadata(total_num_frames=max(indices) + 1, fps=timing.fps, frames_indices=indices)
+        extra = {} if max_pixels is None else {"size": self.size_at(processor, max_pixels, len(frames))}
+        inputs = processor.video_processor(videos=[frames], video_metadata=[meta], do_sample_frames=False,
+                                           return_tensors="pt", **extra)
+        cancel()
+        inputs = {"pixel_values_videos": inputs["pixel_values_videos"].to(device, dtype),
+                  "video_grid_thw": inputs["video_grid_thw"].to(device)}
+        p = prepare(model, inputs, with_positions=False)
+        t, rows, cols = p.layout.groups, *p.layout.grid
+        extras = {"grid_thw": inputs["video_grid_thw"], "deepstack": p.layer_additions,
+                  **self.time_axis(processor, meta)}
+        features = p.features.view(t, rows * cols, -1)
+        layout = VisualLayout(t, rows, has_cls=False, cols=cols, frames_per_token=p.layout.frames_per_group)
+        return EncodedVideo(features, features, p.saliency.view(t, -1), layout, extras=extras)
+
+    def time_axis(self, processor, meta) -> dict:
+        """Qwen2.5-VL: seconds per temporal patch, M-RoPE's time step (the processor's second_per_grid_ts)."""
+        import torch
+
+        return {"second_per_grid_ts": torch.tensor([processor.video_processor.temporal_patch_size
+                                                    / meta.sampled_fps])}
+
+    def positions(self, model, batch, requests):
+        """[3, B, n]: each prompt's unpruned ids through get_rope_index, the kept tokens' columns, left-padded."""
+        import torch
+
+        out = torch.zeros(3, *batch.ids.shape, dtype=torch.long, device=batch.ids.device)
+        cfg = model.config
+        for i, req in enumerate(requests):
+            ids = req.ids.tolist()
+            full, keep = unpruned(ids, cfg, req.enc.layout, req.kept)
+            full_ids = torch.tensor([full], device=batch.ids.device)
+            kwargs = {k: v.to(batch.ids.device) for k, v in req.enc.extras.items()
+                      if k in ("grid_thw", "second_per_grid_ts")}
+            kwargs["video_grid_thw"] = kwargs.pop("grid_thw")
+            pos = rope_positions(model, {"input_ids": full_ids, "attention_mask": torch.ones_like(full_ids),
+                                         "mm_token_type_ids": (full_ids == cfg.video_token_id).long() * 2,
+                                         **kwargs})
+            out[:, i, out.shape[-1] - len(ids):] = pos[:, 0, torch.tensor(keep, device=pos.device)]
+        return out
+
+    def dims(self, config, dtype_bytes: int = 2):
+        from ..pruning import ModelDims
+
+        return ModelDims.from_text_config(config.text_config, 0, dtype_bytes)
+
+    def dims_for(self, config, processor, dtype_bytes: int = 2, max_pixels: int | None = None):
+        """Tokens a source frame costs at most: a square frame of the pixel bound, merged, over two frames."""
+        from dataclasses import replace
+
+        vision = config.vision_config
+        side = vision.patch_size * vision.spatial_merge_size
+        pixels = min(max_pixels or self.frame_pixels(processor), self.frame_pixels(processor))
+        groups_tokens = max(1, pixels // (side * side))
+        return replace(self.dims(config, dtype_bytes), tokens_per_frame=-(-groups_tokens // self.frames_per_group))
+
+    def frame_pixels(self, processor) -> int:
+        """The processor's bound on a frame's pixels."""
+        return int(processor.video_processor.size["longest_edge"])
+
+    def size_at(self, processor, max_pixels: int, n_frames: int) -> dict:
+        """The video processor's `size` for at most `max_pixels` a frame."""
+        low = int(processor.video_processor.size["shortest_edge"])
+        return {"shortest_edge": min(low, max_pixels), "longest_edge": max_pixels}
+
+    def resolutions(self, processor) -> list[int]:
+        """The processor's pixel bound, then halved while it stays above its lower bound (and 4 merged tokens)."""
+        vision_side = 28 if self.name == "qwen2.5-vl" else 32
+        floor = max(int(processor.video_processor.size["shortest_edge"]), 4 * vision_side * vision_side)
+        sizes = [self.frame_pixels(processor)]
+        while sizes[-1] // 2 >= floor:
+            sizes.append(sizes[-1] // 2)
+        return sizes
+
+    def reference_config(self):
+        from ..gpucheck.families_shapes import config_7b
+
+        return config_7b(self.name)
+
+
+class Qwen3VL(QwenVL):
+    """Qwen3-VL: 16 px patches, a timestamp before each temporal patch's tokens, deepstack features."""
+
+    name = "qwen3-vl"
+    model_types = ("qwen3_vl",)
+
+    def time_axis(self, processor, meta) -> dict:
+        """The timestamps the processor writes before each temporal patch (`<t seconds>`, one decimal)."""
+        return {"timestamps": processor._calculate_timestamps(meta.frames_indices, meta.fps,
+                                                              processor.video_processor.temporal_patch_size)}
+
+    def expand(self, processor, config, ids, enc, kept):
+        """Per temporal patch: its timestamp text, then its kept tokens between the vision markers."""
+        per = enc.layout.tokens_per_frame
+        counts = [per] * enc.layout.n_frames
+        if kept is not None:
+            counts = [0] * enc.layout.n_frames
+            for i in kept:
+                counts[i // per] += 1
+        slots = [i for i, t in enumerate(ids) if t == config.video_token_id]
+        if len(slots) != 1:
+            from ..errors import InputError
+
+            raise InputError(f"the prompt template has {len(slots)} video tokens; it needs exactly one")
+        at = slots[0]
+        tok = processor.tokenizer
+        middle = []
+        for t, n in zip(enc.extras["timestamps"], counts, strict=True):
+            middle += tok(f"<{t:.1f} seconds>", add_special_tokens=False)["input_ids"]
+            middle += [config.vision_start_token_id] + [config.video_token_id] * n + [config.vision_end_token_id]
+        return ids[:at] + middle + ids[at + 1:]
+
+    def layer_additions(self, model, batch, requests):
+        """Each deepstack level's features in the kept visual slots (a merged token gets its kept token's)."""
+        import torch
+
+        levels = len(requests[0].enc.extras.get("deepstack", []))
+        additions = [torch.zeros_like(batch.embeds) for _ in range(levels)]
+        for i, req in enumerate(requests):
+            kept = torch.arange(req.enc.layout.n_tokens) if req.kept is None else torch.as_tensor(req.kept)
+            for add, features in zip(additions, req.enc.extras["deepstack"], strict=True):
+                add[i][batch.visual_mask[i]] = features[kept.to(features.device)].to(add)
+        return additions
+
+    def frame_pixels(self, processor) -> int:
+        """Qwen3-VL's processor bounds all frames' pixels together: its budget over DEFAULT_FRAMES frames."""
+        from ..pruning.budget import DEFAULT_FRAMES
+
+        return int(processor.video_processor.size["longest_edge"]) // DEFAULT_FRAMES
+
+    def size_at(self, processor, max_pixels: int, n_frames: int) -> dict:
+        low = int(processor.video_processor.size["shortest_edge"])
+        return {"shortest_edge": min(low, max_pixels * n_frames), "longest_edge": max_pixels * n_frames}
+
+
+def unpruned(ids: list[int], config, layout, kept: list[int] | None) -> tuple[list[int], list[int]]:
+    """A prompt's ids as the processor gave them before pruning (every visual slot), and the columns of the
+    pruned prompt's tokens in it. Each pair of vision markers holds a temporal patch (Qwen3-VL) or all of them."""
+    start, video = config.vision_start_token_id, config.video_token_id
+    kept_set = set(range(layout.n_tokens)) if kept is None else set(kept)
+    opens = [i for i, t in enumerate(ids) if t == start]
+    per_pair = layout.n_tokens if len(opens) == 1 else layout.tokens_per_frame
+    full, keep, visual, i = [], [], 0, 0
+    while i < len(ids):
+        if ids[i] == video:
+            i += 1
+            continue
+        keep.append(len(full))
+        full.append(ids[i])
+        if ids[i] == start:
+            for v in range(visual, visual + per_pair):
+                if v in kept_set:
+                    keep.append(len(full))
+                full.append(video)
+            visual += per_pair
+        i += 1
+    return full, keep

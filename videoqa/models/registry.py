@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from ..errors import ModelLoadError
 from .base import Family
+from .llava_onevision import LlavaOnevision
+from .qwen_vl import Qwen3VL, QwenVL
 from .video_llava import VideoLlava
 
 
@@ -39,7 +41,7 @@ class Families:
         raise ModelLoadError(f"model type {model_type!r} is not supported; videoqa knows {supported}")
 
 
-FAMILIES = Families(VideoLlava())
+FAMILIES = Families(VideoLlava(), LlavaOnevision(), QwenVL(), Qwen3VL())
 
 
 def family_of(config) -> Family:

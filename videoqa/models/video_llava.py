@@ -36,12 +36,14 @@ class VideoLlava(Family):
         LanguageBind's temporal tower, its weights read strictly. A card-less folder without it (the -hf
         checkpoint) is named once: its tower has no temporal attention."""
         import logging
+        from pathlib import Path
 
-        from ..model_card import read_card
+        from ..model_card import CARD_FILE
         from .languagebind import attach_temporal_tower
 
         model, processor, info = super().load(path, dtype, attn, local_only)
-        if not attach_temporal_tower(model, path, path, local_only=local_only) and read_card(path).path is None:
+        carded = (Path(path) / CARD_FILE).exists()  # whether it has a card at all: the loader reads it, once
+        if not attach_temporal_tower(model, path, path, local_only=local_only) and not carded:
             logging.getLogger("videoqa").warning(
                 f"videoqa: note: {path}'s video tower has no temporal attention (the -hf conversion dropped it); "
                 f"`videoqa convert video-llava` builds the published model")

@@ -18,7 +18,9 @@ R is clamped to [r_min, r_max]; if even r_max does not fit, fewer frames are use
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import TypeVar
 
 from ..errors import InputError
 from .base import ModelDims
@@ -28,6 +30,7 @@ from .memory import memory_need
 
 GiB = 1 << 30
 MiB = 1 << 20
+T = TypeVar("T")  # a plan, as the caller makes it
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,8 @@ def max_frames_for_context(dims: ModelDims, text_tokens: int, policy: AdaptivePo
     return cap if policy.max_frames is None else min(cap, policy.max_frames)
 
 
-def _frames_wanted(duration_s: float | None, policy: AdaptivePolicy) -> int:
+def frames_wanted(duration_s: float | None, policy: AdaptivePolicy) -> int:
+    """The frames the policy wants for a clip of `duration_s` seconds, before any budget."""
     if duration_s is None or duration_s <= 0:  # unknown length (an image sequence, a stream): the default
         return policy.base_frames
     return max(policy.base_frames, math.ceil(duration_s / policy.seconds_per_frame))
@@ -106,7 +110,23 @@ def frames_for_duration(
 ) -> int:
     """base_frames for short clips, one frame per seconds_per_frame beyond, capped by the context window."""
     policy = policy or AdaptivePolicy()
-    return min(_frames_wanted(duration_s, policy), max_frames_for_context(dims, text_tokens, policy))
+    return min(frames_wanted(duration_s, policy), max_frames_for_context(dims, text_tokens, policy))
+
+
+def resolution_knob(sizes: list[int], replan: Callable[[int | None], T], frames_of: Callable[[T], int],
+                    wanted: int) -> tuple[T, int | None]:
+    """The third knob, beside frames and R, of a family whose frame size can be lowered (Qwen-VL's max pixels):
+    (the plan, the pixel bound it needs or None for the processor's own). When the plan at the processor's
+    resolution samples fewer than the `wanted` frames (memory or the context cut them), the largest of `sizes`
+    (pixel bounds, largest first) whose plan keeps them is used, else the smallest, which keeps the most."""
+    planned = replan(None)
+    if frames_of(planned) >= wanted or len(sizes) < 2:
+        return planned, None
+    for pixels in sizes[1:]:
+        planned = replan(pixels)
+        if frames_of(planned) >= wanted:
+            break
+    return planned, pixels
 
 
 def _usable(free_bytes: int, policy: AdaptivePolicy) -> int:
@@ -185,7 +205,7 @@ def _frames_in_context(duration_s: float | None, dims: ModelDims, text_tokens: i
     if cap < 1:
         raise InputError(f"the prompt ({text_tokens} text tokens) leaves no room for a single frame of "
                          f"{tpf} tokens in the {dims.context}-token context")
-    wanted = _frames_wanted(duration_s, policy) if frames is None else frames
+    wanted = frames_wanted(duration_s, policy) if frames is None else frames
     if wanted < 1:
         raise InputError(f"frames must be >= 1, got {wanted}")
     n_frames = min(wanted, cap)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class VisualLayout:
     has_cls: bool = True
     cols: int | None = None  # None: square, grid x grid
     frames_per_token: int = 1  # source frames behind one frame of tokens (Qwen-VL's temporal patch: 2)
+    summary: int = 0  # tokens after all frames' (LLaVA-OneVision's newline): no cell, never pruned before the LLM
 
     @property
     def n_cols(self) -> int:
@@ -58,10 +59,17 @@ class VisualLayout:
 
     @property
     def n_tokens(self) -> int:
-        return self.n_frames * self.tokens_per_frame
+        return self.n_frames * self.tokens_per_frame + self.summary
+
+    def frames_only(self) -> VisualLayout:
+        """The layout without its summary tokens: what a before-the-LLM method chooses among."""
+        return replace(self, summary=0) if self.summary else self
 
     def locate(self, i: int) -> tuple[int, int, int]:
-        """Visual-span index -> (frame, row, col); row = col = -1 for a frame's CLS token."""
+        """Visual-span index -> (frame, row, col); row = col = -1 for a frame's CLS token, and frame = -1 too
+        for a summary token."""
+        if i >= self.n_frames * self.tokens_per_frame:
+            return -1, -1, -1
         frame, j = divmod(i, self.tokens_per_frame)
         if self.has_cls:
             if j == 0:
@@ -101,10 +109,11 @@ class KeptTokens:
         return sorted({i for group in self.absorbed or [] for i in group} - kept)
 
     def per_frame(self) -> list[int]:
-        """Kept count per frame (CLS included)."""
+        """Kept count per frame (CLS included; summary tokens are in no frame)."""
         counts = [0] * self.layout.n_frames
         for i in self.kept:
-            counts[self.layout.locate(i)[0]] += 1
+            if (f := self.layout.locate(i)[0]) >= 0:
+                counts[f] += 1
         return counts
 
     def frame_masks(self) -> list[dict]:
@@ -113,6 +122,8 @@ class KeptTokens:
         frames = [{"cls_kept": False, "patches": [], "merged": []} for _ in range(self.layout.n_frames)]
         for i in self.kept:
             f, row, col = self.layout.locate(i)
+            if f < 0:
+                continue  # a summary token belongs to no frame
             if row < 0:
                 frames[f]["cls_kept"] = True
             else:

@@ -8,7 +8,7 @@ batch record keys and the benchmarks. docs/add-a-pruning-method.md walks through
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
@@ -101,6 +101,31 @@ class EncodedVideo:
     vision_features: Tensor  # [F, T, d_vis] tower output at the feature layer
     cls_attention: Tensor  # [F, T] [CLS] -> token attention at the feature layer, mean over heads
     layout: VisualLayout
+    summary: Tensor | None = None  # [layout.summary, d_llm] tokens after the frames' (LLaVA-OneVision's newline)
+    # What the family's later stages need of this clip (Qwen-VL: the grid, its timing, deepstack features).
+    extras: dict = field(default_factory=dict)
+
+    def for_methods(self) -> EncodedVideo:
+        """The frames' tokens only: what a before-the-LLM method chooses among (summary tokens always stay)."""
+        return replace(self, layout=self.layout.frames_only(), summary=None) if self.layout.summary else self
+
+    def with_summary(self, sel: Selection) -> Selection:
+        """A method's selection among the frames' tokens with the summary tokens after them, kept as a frame's
+        [CLS] is by VisPruner."""
+        if self.summary is None:
+            return sel
+        import torch
+
+        n_frame_tokens = self.layout.n_tokens - self.layout.summary
+        kept = None if sel.kept is None else [*sel.kept, *range(n_frame_tokens, self.layout.n_tokens)]
+        return replace(sel, kept=kept, visual=torch.cat([sel.visual, self.summary.to(sel.visual)]))
+
+    def all_features(self) -> Tensor:
+        """[n_visual, d_llm]: every visual token's features in prompt order, the summary tokens last."""
+        import torch
+
+        flat = self.features.reshape(-1, self.features.shape[-1])
+        return flat if self.summary is None else torch.cat([flat, self.summary.to(flat)])
 
 
 @dataclass(frozen=True)

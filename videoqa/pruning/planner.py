@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from .adaptive import AdaptivePolicy, Decision, decide
+from .adaptive import AdaptivePolicy, Decision, decide, resolution_knob
 from .base import ModelDims
 from .budget import ANSWER_RESERVE, only_kept_count
 from .config import PruneConfig
@@ -21,6 +21,7 @@ class Plan:
     r: float
     decision: Decision | None = None
     full_frames: int | None = None  # a method sampling fewer frames: the frames R was applied to
+    max_pixels: int | None = None  # a frame's pixel bound the adaptive policy lowered to (Qwen-VL)
 
 
 def fewer_frames(tokens_per_frame: int, frames: int, r: float, decision: Decision | None = None) -> Plan:
@@ -28,6 +29,25 @@ def fewer_frames(tokens_per_frame: int, frames: int, r: float, decision: Decisio
     R keeps of `frames` frames fill, at least one, each seen whole (R=0 inside)."""
     kept = keep_count(frames * tokens_per_frame, r)
     return Plan(max(1, round(kept / tokens_per_frame)), 0.0, decision, full_frames=frames)
+
+
+def at_resolution(sizes: list[int], plan_at: Callable[[int | None], Plan], wanted: int) -> Plan:
+    """The plan at the processor's resolution or, where memory or the context cut its frames, at the largest
+    lower one of `sizes` that keeps them (adaptive.resolution_knob), its decision saying so."""
+    planned, pixels = resolution_knob(sizes, plan_at, lambda p: p.full_frames or p.frames, wanted)
+    if pixels is None:
+        return planned
+    planned.decision.reason += f"; frames at most {pixels} pixels (lowered from {sizes[0]}) before dropping frames"
+    return replace(planned, max_pixels=pixels)
+
+
+def whole_groups(planned: Plan, group: int) -> Plan:
+    """A fewer-frames plan rounded to whole temporal groups of `group` frames (Qwen-VL: 2 frames a temporal patch,
+    so the tokens of every sampled frame are its own), at least one group and no more than it was applied to."""
+    if planned.full_frames is None or planned.frames % group == 0:
+        return planned
+    frames = max(group, round(planned.frames / group) * group)
+    return replace(planned, frames=min(frames, max(group, planned.full_frames)))
 
 
 def plan(dims: ModelDims, cfg: PruneConfig, n_text: int, duration_s: float | None, frames: int | None,
