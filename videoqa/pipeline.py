@@ -333,7 +333,8 @@ class VideoQA:
         run = BatchRun(kept=state.kept if fastv else None, scores=state.scores if fastv else None,
                        visual_offsets=state.visual_offsets, t_rank=state.t_rank,
                        cache_bytes=llm.cache_bytes(state.cache), t_prefill=t_prefill, t_generate=t_generate,
-                       peak=peak, t_end=self.clock(), prefix_hits=state.prefix_hits)
+                       peak=peak, t_end=self.clock(), prefix_hits=state.prefix_hits,
+                       stages=state.stages if fastv else None, absorbed=state.absorbed if fastv else None)
         setting = Setting(self.processor.tokenizer, self.dims, str(self.device),
                           str(self.dtype).removeprefix("torch."), self.prompt, self.temporal_attention)
         return assemble(setting, requests, run, new_ids)
