@@ -192,12 +192,9 @@ def _pad_rows(rows: list[Tensor], n: int, like: Tensor) -> Tensor:
 
 def _pad_positions(positions: list[Tensor], n: int, like: Tensor) -> Tensor:
     """Per-sample positions [m_s] (or [3, m_s]) -> like's layout with last dim n."""
-    out = like.new_zeros(*like.shape[:-1][:-1], len(positions), n) if like.dim() == 3 else like.new_zeros(len(positions), n)
+    out = like.new_zeros(*like.shape[:-2], len(positions), n)
     for s, p in enumerate(positions):
-        if like.dim() == 3:
-            out[:, s, :p.shape[-1]] = p.to(like.device)
-        else:
-            out[s, :len(p)] = p.to(like.device)
+        out[..., s, :p.shape[-1]] = p.to(like.device)
     return out
 
 

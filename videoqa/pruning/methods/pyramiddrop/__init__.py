@@ -18,9 +18,9 @@ def _plan(params: Mapping[str, Any], rs: list[float], tokens_per_frame: int):
 
 
 def _check(params: Mapping[str, Any], n_layers: int | None) -> None:
-    if params["pd_layer"] * (params["pd_stages"] - 1) >= 32:
-        raise InputError(f"PyramidDrop's last stage would start at layer {params['pd_layer'] * (params['pd_stages'] - 1)}"
-                         f" of 32: lower --pd-layer or --pd-stages")
+    last = params["pd_layer"] * (params["pd_stages"] - 1)
+    if last >= 32:
+        raise InputError(f"PyramidDrop's last stage would start at layer {last} of 32: lower --pd-layer or --pd-stages")
 
 
 METHOD = Method(
