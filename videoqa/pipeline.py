@@ -329,8 +329,8 @@ class VideoQA:
             t_generate = self.clock() - t0
         finally:
             peak = memory.stop()
-        inside = state.k is not None  # chosen inside the LLM
-        kept, scores, stages, absorbed = (state.kept, state.scores, state.stages, state.absorbed) if inside else [None] * 4
+        s = state if state.k is not None else None  # chosen inside the LLM
+        kept, scores, stages, absorbed = (s.kept, s.scores, s.stages, s.absorbed) if s else [None] * 4
         run = BatchRun(kept=kept, scores=scores, visual_offsets=state.visual_offsets, t_rank=state.t_rank,
                        cache_bytes=llm.cache_bytes(state.cache), t_prefill=t_prefill, t_generate=t_generate,
                        peak=peak, t_end=self.clock(), prefix_hits=state.prefix_hits, stages=stages, absorbed=absorbed)
