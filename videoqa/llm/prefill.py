@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 from transformers import DynamicCache
 
-from ..pruning.hook import LayerView, LLMPlan, plan_layers
+from ..pruning.hook import LayerKeep, LayerView, LLMPlan, plan_layers
 from .adapter import LanguageModel, adapt
 from .masks import layer_mask
 
@@ -122,44 +122,16 @@ def run_layers(lm: LanguageModel, result: PrefillResult, start: int, h: Tensor, 
                              attention_rows_here=_rows_here(lm, i, h, pos_emb, key_mask),
                              tokens_per_frame=tokens_per_frame)
             keep = plan.at_layer(view)
-            if keep is None:  # nothing changes here: no new group
-                result.t_rank += clock() - t0
-                h_in = h
-                h = lm.run_layer(i, h, mask, pos_emb, cache)
-                if layer_additions and i < len(layer_additions):
-                    h = h + layer_additions[i].to(h.dtype)
-                continue
-            if keep.hidden is not None:
-                h = keep.hidden
-            if not result.scores and keep.scores is not None:
-                result.scores = keep.scores
-            if not result.absorbed:
-                result.absorbed = [{} for _ in range(b)]
-            for s in range(b):
-                _absorb(result.absorbed[s], keep.absorbed[s] if keep.absorbed else {}, visual_index[s], keep.kept[s])
-            added = keep.added or [h.new_zeros(0, h.shape[-1])] * b
-            gather, valid = _gather_index(key_mask, visual_mask, keep.kept, [len(a) for a in added])
-            visual_index = [torch.cat([visual_index[s][keep.kept[s]],
-                                       keep.added_index[s].to(h.device) if keep.added else visual_index[s][:0]])
-                            for s in range(b)]
-            n_add = max(len(a) for a in added)
-            if n_add:  # new tokens go after the present ones, then the gather places them
-                h = torch.cat([h, _pad_rows(added, n_add, h)], dim=1)
-                position_ids = torch.cat([position_ids, _pad_positions(keep.added_positions, n_add, position_ids)], -1)
-                key_mask = torch.cat([key_mask, key_mask.new_ones(b, n_add)], 1)
-                visual_mask = torch.cat([visual_mask, visual_mask.new_ones(b, n_add)], 1)
-                layer_additions = [torch.cat([a, a.new_zeros(b, n_add, a.shape[-1])], 1) for a in layer_additions or []]
-            h = _take(h, gather)
-            layer_additions = [_take(a, gather) for a in layer_additions or []]
-            position_ids = position_ids.gather(-1, gather.expand_as(position_ids[..., :gather.shape[1]]))
-            visual_mask = visual_mask.gather(1, gather) & valid
-            key_mask = key_mask.gather(1, gather) & valid
+            if keep is not None:
+                h, position_ids, key_mask, visual_mask, visual_index, layer_additions = _apply(
+                    keep, result, h, position_ids, key_mask, visual_mask, visual_index, layer_additions)
             result.t_rank += clock() - t0
-            result.masks.append(key_mask)
-            result.stages.append((i, [len(ix) for ix in visual_index]))
-            acted.append(i)
-            pos_emb = lm.rotary_emb(h, position_ids=position_ids)
-            mask = layer_mask(kernel, key_mask, h.shape[1], h.dtype)
+            if keep is not None:  # None: nothing changed here, and no new group of layers starts
+                result.masks.append(key_mask)
+                result.stages.append((i, [len(ix) for ix in visual_index]))
+                acted.append(i)
+                pos_emb = lm.rotary_emb(h, position_ids=position_ids)
+                mask = layer_mask(kernel, key_mask, h.shape[1], h.dtype)
         h_in = h
         h = lm.run_layer(i, h, mask, pos_emb, cache)
         if layer_additions and i < len(layer_additions):
@@ -169,6 +141,38 @@ def run_layers(lm: LanguageModel, result: PrefillResult, start: int, h: Tensor, 
     result.absorbed = [{k: v for k, v in a.items() if v} for a in result.absorbed] if acted else []
     result.logits = lm.logits(h)
     return result
+
+
+def _apply(keep: LayerKeep, result: PrefillResult, h: Tensor, position_ids: Tensor, key_mask: Tensor,
+           visual_mask: Tensor, visual_index: list[Tensor], layer_additions: list[Tensor] | None):
+    """The tokens present after a plan's answer: (hidden, positions, key mask, visual mask, visual index, additions)
+    with the kept visual tokens and any new ones; records its scores (the first layer's) and merges in `result`."""
+    b = h.shape[0]
+    if keep.hidden is not None:
+        h = keep.hidden
+    if not result.scores and keep.scores is not None:
+        result.scores = keep.scores
+    if not result.absorbed:
+        result.absorbed = [{} for _ in range(b)]
+    for s in range(b):
+        _absorb(result.absorbed[s], keep.absorbed[s] if keep.absorbed else {}, visual_index[s], keep.kept[s])
+    added = keep.added or [h.new_zeros(0, h.shape[-1])] * b
+    gather, valid = _gather_index(key_mask, visual_mask, keep.kept, [len(a) for a in added])
+    visual_index = [torch.cat([visual_index[s][keep.kept[s]],
+                               keep.added_index[s].to(h.device) if keep.added else visual_index[s][:0]])
+                    for s in range(b)]
+    n_add = max(len(a) for a in added)
+    if n_add:  # new tokens go after the present ones, then the gather places them
+        h = torch.cat([h, _pad_rows(added, n_add, h)], dim=1)
+        position_ids = torch.cat([position_ids, _pad_positions(keep.added_positions, n_add, position_ids)], -1)
+        key_mask = torch.cat([key_mask, key_mask.new_ones(b, n_add)], 1)
+        visual_mask = torch.cat([visual_mask, visual_mask.new_ones(b, n_add)], 1)
+        layer_additions = [torch.cat([a, a.new_zeros(b, n_add, a.shape[-1])], 1) for a in layer_additions or []]
+    h = _take(h, gather)
+    layer_additions = [_take(a, gather) for a in layer_additions or []]
+    position_ids = position_ids.gather(-1, gather.expand_as(position_ids[..., :gather.shape[1]]))
+    return (h, position_ids, key_mask.gather(1, gather) & valid, visual_mask.gather(1, gather) & valid,
+            visual_index, layer_additions)
 
 
 def _absorb(total: dict[int, list[int]], new: dict[int, list[int]], present: Tensor, kept: Tensor) -> None:
