@@ -34,8 +34,10 @@ def reference_clusters(x, k):
     dist = [[float((x[i] - x[j]).norm()) / x.shape[1] ** 0.5 for j in range(n)] for i in range(n)]
     density = [torch.exp(-torch.tensor(sorted(row)[:k]).pow(2).mean()).item() for row in dist]
     top = max(max(row) for row in dist)
-    delta = [min([dist[i][j] for j in range(n) if density[j] > density[i]], default=top) for i in range(n)]
-    centres = sorted(range(n), key=lambda i: -density[i] * delta[i])[:k]
+    # equal densities (mutual nearest neighbours) are ordered by index, where the official code adds 1e-6 noise
+    denser = [[density[j] > density[i] or density[j] == density[i] and j < i for j in range(n)] for i in range(n)]
+    delta = [min([dist[i][j] for j in range(n) if denser[i][j]], default=top) for i in range(n)]
+    centres = sorted(sorted(range(n), key=lambda i: -density[i] * delta[i])[:k])  # placed in token order
     groups = {c: [] for c in centres}
     for i in range(n):
         groups[i if i in centres else min(centres, key=lambda c: dist[c][i])].append(i)

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from ...hook import LayerKeep, LayerView
+from ...shared import top_k_sorted
 
 ROWS_PER_CHUNK = 512  # query rows per attention pass when pruning (bounds the [rows, n] float buffer)
 
@@ -167,8 +168,3 @@ def received_attention(view: LayerView) -> Tensor:
         total += (w * view.key_mask[:, rows, None]).sum(1)
     return total / view.key_mask.sum(-1, keepdim=True)
 
-
-def top_k_sorted(score: Tensor, k: int) -> Tensor:
-    """Ascending indices of the k best scores (ties: the lower index first)."""
-    order = torch.sort(score.float(), descending=True, stable=True).indices
-    return torch.sort(order[:k]).values

@@ -16,9 +16,9 @@ Ties in the ranking break by index (stable sort), so identical inputs keep ident
 from __future__ import annotations
 
 import torch
-from torch import Tensor
 
 from ...hook import LayerKeep, LayerView, scaled_layers
+from ...shared import stage_keep, top_k_sorted
 
 
 class PyramidDropPlan:
@@ -42,25 +42,8 @@ class PyramidDropPlan:
         kept, scores = [], []
         for s in range(weights.shape[0]):
             score = weights[s, view.visual_mask[s]]
-            n_keep = min(len(score), stage_keep(self._first[s], view.r[s], self.stages, stage))
+            n_keep = min(len(score), stage_keep(self._first[s], view.r[s], stage, self.stages - 1))
             kept.append(top_k_sorted(score, n_keep))
             scores.append(score)
         return LayerKeep(kept, scores)
-
-
-def stage_lambda(r: float, stages: int) -> float:
-    """The share each drop keeps so that the last of `stages - 1` drops leaves 1 - r."""
-    return (1.0 - r) ** (1.0 / (stages - 1))
-
-
-def stage_keep(n_first: int, r: float, stages: int, stage: int) -> int:
-    """Tokens kept after drop `stage` (1-based) of `n_first`: int(n_first * λ^stage), as the official code, and
-    at least one (1e-9 keeps a root like 0.125^(1/3) = 0.4999... from truncating a whole count away)."""
-    return max(1, int(n_first * stage_lambda(r, stages) ** stage + 1e-9)) if n_first else 0
-
-
-def top_k_sorted(score: Tensor, k: int) -> Tensor:
-    """Ascending indices of the k best scores (ties: the lower index first)."""
-    order = torch.sort(score.float(), descending=True, stable=True).indices
-    return torch.sort(order[:k]).values
 

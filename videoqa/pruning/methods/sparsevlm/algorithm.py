@@ -6,14 +6,15 @@ From the official Video-LLaVA code (Gumpest/SparseVLMs, videollava/model/languag
 - after each rating layer (published 2, 6, 15 of 32; scaled to the model's depth) the layer's attention from the
   raters, mean over heads and raters, scores the visual tokens present; the best are kept;
 - recycling: of the deleted tokens, the best-scored int(0.3 n_deleted) + 1 are clustered by density peaks
-  (k-nearest-neighbour density, k = the cluster count int(m / 10) + 1, distances / sqrt(d)), and each cluster's
-  mean (over the layer's output hidden states) becomes one token placed after the kept visual tokens.
+  (k-nearest-neighbour density, k = the cluster count int(m / 10) + 1: shared.dpc_clusters), and each cluster's
+  mean (over the layer's output hidden states) becomes one token placed after the kept visual tokens, in the
+  order of their centres (the official code orders them by centre score).
 
 How many stay: the official Video-LLaVA code keeps as many as the rank of the raters' attention matrix and its
 LLaVA code follows a token list tuned per budget; here each rating keeps int(n_first * λ^stage) (λ = (1-R)^(1/3),
 n_first the visual count at the first rating), so the last rating leaves 1-R of the tokens, plus the recycled
-ones. The official code breaks density ties with 1e-6 uniform noise; we break them (and ranking ties) by index,
-so answers are reproducible. Positions: kept tokens keep theirs; a recycled token takes its cluster centre's
+ones. The official code breaks density ties (k-nearest densities tie for mutual nearest neighbours) with 1e-6
+uniform noise; we break them (and ranking ties) by index, so answers are reproducible. Positions: kept tokens keep theirs; a recycled token takes its cluster centre's
 (the official code renumbers, which our decoder's single position per token cannot follow).
 """
 
@@ -23,6 +24,7 @@ import torch
 from torch import Tensor
 
 from ...hook import LayerKeep, LayerView, scaled_layers
+from ...shared import dpc_clusters, stage_keep, top_k_sorted
 
 PUBLISHED = (2, 6, 15)  # rating layers of the 32-layer LLaVA/Video-LLaVA-7B
 
@@ -61,7 +63,7 @@ class SparseVLMPlan:
             vis = view.visual_mask[s].nonzero().squeeze(-1)
             mine = torch.isin(rows, n - self._raters[s])
             score = weights[s][mine][:, vis].mean(0)
-            n_keep = min(len(vis), stage_keep(self._first[s], view.r[s], stage))
+            n_keep = min(len(vis), stage_keep(self._first[s], view.r[s], stage, 3))
             keep = top_k_sorted(score, n_keep)
             kept.append(keep)
             scores.append(score)
@@ -88,18 +90,6 @@ def rater_positions(embeds: Tensor, visual_mask: Tensor, key_mask: Tensor) -> Te
     return text[relevance > relevance.mean()]
 
 
-def stage_keep(n_first: int, r: float, stage: int, stages: int = 3) -> int:
-    """Visual tokens kept by rating `stage` (1-based): int(n_first * λ^stage), λ = (1-r)^(1/stages), at least one
-    (1e-9 keeps a root like 0.125^(1/3) from truncating a whole count away)."""
-    return max(1, int(n_first * (1.0 - r) ** (stage / stages) + 1e-9)) if n_first else 0
-
-
-def top_k_sorted(score: Tensor, k: int) -> Tensor:
-    """Ascending indices of the k best scores (ties: the lower index first)."""
-    order = torch.sort(score.float(), descending=True, stable=True).indices
-    return torch.sort(order[:k]).values
-
-
 def recycle(hidden: Tensor, score: Tensor, deleted: Tensor, share: float) -> tuple[Tensor, list[list[int]]]:
     """Recycled tokens [c, d] from the deleted visual tokens (indices into the visual tokens present) and, per
     recycled token, its members (centre first). The best-scored int(share * n) + 1 deleted ones are clustered."""
@@ -108,28 +98,11 @@ def recycle(hidden: Tensor, score: Tensor, deleted: Tensor, share: float) -> tup
     m = min(len(deleted), int(len(deleted) * share) + 1)
     best = deleted[torch.sort(score[deleted].float(), descending=True, stable=True).indices[:m]]
     n_clusters = int(m / 10) + 1
-    centres, assign = density_peak_clusters(hidden[best].float(), n_clusters)
+    centres, assign = dpc_clusters(hidden[best].float(), n_clusters, n_clusters)
     merged, members = [], []
-    for c in range(len(centres)):
+    for c, centre in enumerate(centres.tolist()):
         group = (assign == c).nonzero().squeeze(-1)
         merged.append(hidden[best[group]].float().sum(0) / (len(group) + 1e-6))
-        rest = [int(best[j]) for j in group.tolist() if j != centres[c]]
-        members.append([int(best[centres[c]]), *rest])
+        members.append([int(best[centre]), *(int(best[j]) for j in group.tolist() if j != centre)])
     return torch.stack(merged).to(hidden.dtype), members
 
-
-def density_peak_clusters(x: Tensor, k: int) -> tuple[list[int], Tensor]:
-    """DPC-kNN as the official `cluster_and_merge`: density from the k nearest (self included) distances, each
-    token's distance to the nearest denser one, the k best density x distance are the centres; every token joins
-    its nearest centre (a centre itself). Returns the centres (indices into x, best first) and each token's
-    cluster."""
-    dist = torch.cdist(x, x) / x.shape[-1] ** 0.5
-    k = min(k, len(x))
-    nearest = torch.sort(dist, dim=-1, stable=True).values[:, :k]
-    density = (-(nearest ** 2).mean(-1)).exp()
-    denser = density[None, :] > density[:, None]  # [i, j]: j is denser than i
-    parent = torch.where(denser, dist, dist.max()).min(-1).values
-    centres = torch.sort(parent * density, descending=True, stable=True).indices[:k]
-    assign = dist[centres].argmin(0)
-    assign[centres] = torch.arange(k, device=x.device)
-    return centres.tolist(), assign
