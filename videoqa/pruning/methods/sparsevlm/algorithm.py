@@ -15,7 +15,8 @@ LLaVA code follows a token list tuned per budget; here each rating keeps int(n_f
 n_first the visual count at the first rating), so the last rating leaves 1-R of the tokens, plus the recycled
 ones. The official code breaks density ties (k-nearest densities tie for mutual nearest neighbours) with 1e-6
 uniform noise; we break them (and ranking ties) by index, so answers are reproducible. Positions: kept tokens
-keep theirs; a recycled token takes its cluster centre's (the official code renumbers, which our decoder's single position per token cannot follow).
+keep theirs; a recycled token takes its cluster centre's (the official code renumbers, which our decoder's single
+position per token cannot follow).
 """
 
 from __future__ import annotations
