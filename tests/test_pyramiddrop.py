@@ -11,6 +11,7 @@ import pytest
 import torch
 from helpers.clipgen import write_clip
 from helpers.masked_reference import Recorder, masked_forward
+from helpers.masked_reference import present_before as present_before_layer
 
 from videoqa import llm
 from videoqa.cli import main
@@ -37,11 +38,7 @@ def test_stages_keep_the_top_of_each_layers_own_attention_and_logits_match(tiny_
     dropped_at: dict[int, list[int]] = {}  # layer -> sequence positions dropped before it
 
     def present_before(i):
-        present = torch.ones(embeds.shape[1], dtype=torch.bool)
-        for layer, gone in dropped_at.items():
-            if layer <= i:
-                present[gone] = False
-        return present
+        return present_before_layer(embeds.shape[1], dropped_at, i)
 
     expected = []
     for stage, layer in enumerate(layers, start=1):

@@ -56,6 +56,15 @@ def masked_forward(model, embeds: Tensor, before_layer: BeforeLayer) -> tuple[Te
     return model.lm_head(h)[:, -1].float(), weights
 
 
+def present_before(n: int, dropped_at: dict[int, list[int]], layer: int) -> Tensor:
+    """[n] booleans: the tokens layer `layer` sees, given the sequence positions dropped before each layer."""
+    present = torch.ones(n, dtype=torch.bool)
+    for at, gone in dropped_at.items():
+        if at <= layer:
+            present[gone] = False
+    return present
+
+
 class Recorder:
     """Wraps a plan: records, at each layer where it acts, the original visual indices it keeps."""
 
