@@ -167,7 +167,7 @@ def prefill_after_prefixes(
     b, n, d = inputs_embeds.shape
     dtype, device = inputs_embeds.dtype, inputs_embeds.device
     boundaries = plan_layers(plan, lm.n_layers)
-    depth = boundaries[0] if boundaries else lm.n_layers
+    depth = plan.layers[0] if plan is not None else lm.n_layers  # below the first layer the plan may act at
     if any(p.depth != depth for p in prefixes):
         raise ValueError(f"prefixes must hold layers [0, {depth})")
     real = attention_mask.bool()
