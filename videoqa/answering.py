@@ -10,7 +10,7 @@ from torch import Tensor
 
 from .answer import Answer, Stats
 from .pruning import KeptTokens, ModelDims
-from .pruning.flops import estimate_flops
+from .pruning.flops import estimate_flops, staged_flops
 from .request import Request
 
 
@@ -62,6 +62,10 @@ class BatchRun:
     peak: tuple[int, str]  # bytes, kind
     t_end: float  # the clock when decoding ended
     prefix_hits: list[bool] | None = None  # per sample: its prompt prefix came from the prefix cache
+    # in-LLM methods: (layer, per-sample visual tokens from it on) where the plan acted (FLOPs), and per sample the
+    # original index of a token present -> the indices merged into it (heatmaps)
+    stages: list | None = None
+    absorbed: list | None = None
 
 
 @dataclass(frozen=True)
@@ -83,14 +87,17 @@ def assemble(setting: Setting, requests: list[Request], run: BatchRun, new_ids: 
     answers = []
     for i, req in enumerate(requests):
         n_vis = req.enc.layout.n_tokens
-        if run.kept is not None:  # FastV chose inside the LLM
-            kept_idx, scores = run.kept[i].tolist(), run.scores[i].float().tolist()
+        absorbed = req.selection.absorbed
+        if run.kept is not None:  # chosen inside the LLM (merged tokens stand at their original index)
+            kept_idx, scores = sorted(run.kept[i].tolist()), run.scores[i].float().tolist()
+            merged = run.absorbed[i] if run.absorbed else {}
+            absorbed = [merged.get(k, []) for k in kept_idx] if merged else None
         else:
             kept_idx = req.kept if req.kept is not None else list(range(n_vis))
             scores = req.selection.scores
         kept = KeptTokens(method=req.cfg.method, layer=req.cfg.layer, n_visual=n_vis, kept=kept_idx,
                           layout=req.enc.layout, offset=run.visual_offsets[i] - (n - len(req.ids)), r=req.r,
-                          scores=scores, details=req.selection.details, absorbed=req.selection.absorbed)
+                          scores=scores, details=req.selection.details, absorbed=absorbed)
         stats = Stats(
             frames=len(req.clip.frames), sampler=req.clip.sampler, distinct_frames=req.clip.distinct_frames,
             visual_tokens=n_vis,
@@ -108,7 +115,11 @@ def assemble(setting: Setting, requests: list[Request], run: BatchRun, new_ids: 
         layout = req.enc.layout  # a frame of tokens may stand for several source frames (Qwen-VL: 2)
         full = n_vis if req.plan.full_frames is None else \
             req.plan.full_frames // layout.frames_per_token * layout.tokens_per_frame + layout.summary
-        flops = estimate_flops(setting.dims, len(req.ids) - len(req.visual), full, len(kept_idx), req.cfg.layer)
+        if run.stages:  # per-layer counts of an in-LLM method (one stage: FastV's formula)
+            flops = staged_flops(setting.dims, len(req.ids) - len(req.visual), full,
+                                 [(layer, counts[i]) for layer, counts in run.stages])
+        else:
+            flops = estimate_flops(setting.dims, len(req.ids) - len(req.visual), full, len(kept_idx), req.cfg.layer)
         text = setting.tokenizer.decode(new_ids[i], skip_special_tokens=True).strip()
         answers.append(Answer(text=text, question=req.question, clip=req.clip, kept=kept, decision=req.plan.decision,
                               stats=stats, flops=flops, prune=req.cfg, prompt=setting.prompt))

@@ -334,11 +334,11 @@ class VideoQA:
             t_generate = self.clock() - t0
         finally:
             peak = memory.stop()
-        fastv = state.k is not None
-        run = BatchRun(kept=state.kept if fastv else None, scores=state.scores if fastv else None,
-                       visual_offsets=state.visual_offsets, t_rank=state.t_rank,
+        s = state if state.k is not None else None  # chosen inside the LLM
+        kept, scores, stages, absorbed = (s.kept, s.scores, s.stages, s.absorbed) if s else [None] * 4
+        run = BatchRun(kept=kept, scores=scores, visual_offsets=state.visual_offsets, t_rank=state.t_rank,
                        cache_bytes=llm.cache_bytes(state.cache), t_prefill=t_prefill, t_generate=t_generate,
-                       peak=peak, t_end=self.clock(), prefix_hits=state.prefix_hits)
+                       peak=peak, t_end=self.clock(), prefix_hits=state.prefix_hits, stages=stages, absorbed=absorbed)
         setting = Setting(self.processor.tokenizer, self.dims, str(self.device),
                           str(self.dtype).removeprefix("torch."), self.prompt, self.temporal_attention)
         return assemble(setting, requests, run, new_ids)

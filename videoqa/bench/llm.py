@@ -1,8 +1,8 @@
 """The `llm` and `frames` suites: LLM prefill and decode with and without pruning, on a random-weight decoder.
 
-- llm: prefill time and peak memory, none vs FastV vs VisPruner vs random; the measured time ratio next
-  to the theoretical FLOPs ratio; the share of prefill spent ranking; decode time per token on the pruned
-  vs full cache; cache bytes.
+- llm: prefill time and peak memory of every registered method; the measured time ratio next to the
+  theoretical FLOPs ratio (an in-LLM method's from the token counts it left at each layer where it acted); the
+  share of prefill spent ranking; decode time per token on the pruned vs full cache; cache bytes.
 - frames: prefill time for 8/12/15 frames with no pruning, fixed R=0.5 and adaptive R.
 
 All ratios come from one run, interleaved; these machines are noisy, so compare rows, not runs.
@@ -19,7 +19,7 @@ import torch
 from .. import llm
 from ..measure import Clock, Timer, best_of, device_clock
 from ..pruning import REGISTRY, Acts, EncodedVideo, PruneConfig, VisualLayout
-from ..pruning.flops import estimate_flops
+from ..pruning.flops import estimate_flops, staged_flops
 from .lm import TEXT_AFTER, TEXT_BEFORE, TOKENS_PER_FRAME, bench_config, build_lm, dims_of, llm_inputs
 from .setup import Setup
 
@@ -69,8 +69,11 @@ def method_rows(setup: Setup, methods: list[tuple[str, float | str]], repeats: i
         llm.prefill(model, *inputs, plan)  # warm-up
         t, t_rank, state = time_prefill(model, inputs, plan, clock, repeats)
         t_dec = time_decode(model, state, decode_tokens, clock)
-        flops = estimate_flops(dims, n_text, n_vis, kept, cfg.layer)
-        rows.append(dict(frames=setup.frames, method=method, k=cfg.layer, r=round(r, 3), kept=kept,
+        k, flops = cfg.layer, estimate_flops(dims, n_text, n_vis, kept, cfg.layer)
+        if state.stages:  # an in-LLM method: the counts it left at each layer where it acted
+            k, kept = state.boundaries[0], len(state.kept[0])
+            flops = staged_flops(dims, n_text, n_vis, [(layer, counts[0]) for layer, counts in state.stages])
+        rows.append(dict(frames=setup.frames, method=method, k=k, r=round(r, 3), kept=kept,
                          auto=decision is not None, prefill_s=t + t_select, rank_s=t_rank + t_select,
                          decode_ms=1000 * t_dec, cache_mb=llm.cache_bytes(state.cache) / 2**20,
                          flops_ratio=flops.ratio))

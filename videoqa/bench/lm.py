@@ -42,9 +42,10 @@ def make_prompt(model, frames: int, n_keep: int | None = None, seed: int = 0):
 
 
 def bench_config(method: str, r: float | str, k: int) -> PruneConfig:
-    """A registered method at R, at layer `k` when it prunes inside the LLM; its other options at their defaults."""
+    """A registered method at R, at layer `k` when it has FastV's K (as the pipeline gives a model's K); its other
+    options, and the layers of other in-LLM methods, at their defaults."""
     spec = REGISTRY.get(method)
-    layer = {spec.layer_option: k} if spec.layer_option else {}
+    layer = {"k": k} if spec.option("k") is not None else {}
     return PruneConfig(method, r=r if spec.uses_r else 0.0, **layer).validate()
 
 

@@ -82,11 +82,12 @@ class LanguageModel:
         return out[0] if isinstance(out, tuple) else out
 
     def attention_rows(self, i: int, h_in: Tensor, rows: Tensor, pos_emb: tuple[Tensor, Tensor], cache,
-                       key_mask: Tensor) -> Tensor:
+                       key_mask: Tensor, keys: Tensor | None = None) -> Tensor:
         """Attention weights of layer `i` for query positions `rows` only, mean over heads: [B, len(rows), n].
 
         `h_in` is the layer's input [B, n, d]; its keys (after RoPE) are read from the cache the layer just
-        filled. Costs O(len(rows) * n * d) instead of the n x n matrix eager attention would build."""
+        filled, or given as `keys` (`layer_keys`, for a layer that has not run yet). Costs O(len(rows) * n * d)
+        instead of the n x n matrix eager attention would build."""
         layer = self.layers[i]
         attn = layer.self_attn
         b = h_in.shape[0]
@@ -97,7 +98,7 @@ class LanguageModel:
         q = q.transpose(1, 2)  # [B, H, r, hd]
         cos, sin = (t[:, rows].unsqueeze(1) for t in pos_emb)
         q = q * cos + _rotate_half(q) * sin
-        keys = cache.layers[i].keys  # [B, Hkv, n, hd]
+        keys = cache.layers[i].keys if keys is None else keys  # [B, Hkv, n, hd]
         groups = q.shape[1] // keys.shape[1]
         q = q.view(b, keys.shape[1], groups, len(rows), -1)  # heads grouped by their kv head (GQA)
         logits = torch.einsum("bkgrd,bknd->bkgrn", q.float(), keys.float()) * attn.scaling
@@ -106,6 +107,19 @@ class LanguageModel:
         allowed = causal[None, None, None] & key_mask[:, None, None, None, :]
         logits = logits.masked_fill(~allowed, float("-inf"))
         return logits.softmax(-1).mean(dim=(1, 2))
+
+    def layer_keys(self, i: int, h_in: Tensor, pos_emb: tuple[Tensor, Tensor]) -> Tensor:
+        """Layer `i`'s keys after RoPE [B, Hkv, n, hd] for its input `h_in` [B, n, d], as the layer would cache
+        them: what a method ranking with the attention of the layer about to run needs (PyramidDrop)."""
+        layer = self.layers[i]
+        attn = layer.self_attn
+        b, n, _ = h_in.shape
+        k = attn.k_proj(layer.input_layernorm(h_in)).view(b, n, -1, attn.head_dim)
+        if hasattr(attn, "k_norm"):  # Qwen3-style per-head key norm
+            k = attn.k_norm(k)
+        k = k.transpose(1, 2)
+        cos, sin = (t.unsqueeze(1) for t in pos_emb)
+        return k * cos + _rotate_half(k) * sin
 
     def logits(self, h: Tensor) -> Tensor:
         """Float logits [B, V] of the last position of hidden states `h` [B, n, d]."""

@@ -4,7 +4,9 @@ A plan (pruning/hook.py: `layers`, `at_layer`) is asked, before each of its laye
 we then slice the hidden states, positions and key mask per sample. The layers before a pruning layer cached the
 tokens present then, the layers after it only the kept ones, so decoding reads a smaller cache too (one key mask
 per group of layers between pruning layers). Kept tokens keep their original RoPE positions (positions have
-gaps), as in the official FastV code. Batches are left-padded; each sample is pruned on its own.
+gaps), as in the official FastV code; tokens a plan adds (merged or recycled) come with positions of their own.
+A plan may act at layer 0 (on the embeddings) and may pass a layer (None): only the layers where it acted become
+group boundaries. Batches are left-padded; each sample is pruned on its own.
 
 Qwen3-VL's deepstack adds visual features to the hidden states after its first layers: `layer_additions[i]`
 ([B, n, d], zero off the visual tokens) is added after layer i, and sliced with the rest when a plan prunes.
@@ -20,7 +22,7 @@ import torch
 from torch import Tensor, nn
 from transformers import DynamicCache
 
-from ..pruning.hook import LayerView, LLMPlan
+from ..pruning.hook import LayerKeep, LayerView, LLMPlan, plan_layers
 from .adapter import LanguageModel, adapt
 from .masks import layer_mask
 
@@ -39,6 +41,10 @@ class PrefillResult:
     plan: LLMPlan | None = None  # its `after_token`, if any, runs while decoding
     steps: int = 0  # tokens decoded on this state (eager decoding)
     prefix_hits: list[bool] = field(default_factory=list)  # per sample: its prefix came from the prefix cache
+    # (layer, per sample: visual tokens present from that layer on) at each layer where the plan acted (FLOPs)
+    stages: list[tuple[int, list[int]]] = field(default_factory=list)
+    # per sample: original visual index of a token present at the end -> the original indices merged into it
+    absorbed: list[dict[int, list[int]]] = field(default_factory=list)
 
     @property
     def k(self) -> int | None:
@@ -65,13 +71,15 @@ def prefill(
     position_ids: Tensor | None = None,
     clock: Callable[[], float] = time.perf_counter,
     layer_additions: list[Tensor] | None = None,
+    tokens_per_frame: int | None = None,
 ) -> PrefillResult:
     """Run the prompt through the LM; with a plan, prune visual tokens before each of `plan.layers`.
 
     inputs_embeds [B, n, d] (left-padded), attention_mask [B, n] (1 = real), visual_mask [B, n] (True =
     visual token), position_ids [B, n] or [3, B, n] (M-RoPE; default: 0, 1, ... over real tokens). Returns
     last-position logits and a cache ready for decoding (`llm.decode`). `clock` times the pruning (on CUDA,
-    pass one that synchronises: see measure.device_clock).
+    pass one that synchronises: see measure.device_clock). `tokens_per_frame` is shown to the plan (a method
+    comparing frames, like FrameFusion, needs it where its own plan was not told).
     """
     lm = adapt(model)
     lm.check_kernel()
@@ -79,59 +87,119 @@ def prefill(
     key_mask = attention_mask.bool()
     if position_ids is None:
         position_ids = position_ids_from_mask(attention_mask)
-    boundaries = tuple(plan.layers) if plan is not None else ()
-    if list(boundaries) != sorted(set(boundaries)) or any(not 0 < k < lm.n_layers for k in boundaries):
-        raise ValueError(f"pruning layers {boundaries} must ascend, each in [1, {lm.n_layers - 1}]")
+    boundaries = plan_layers(plan, lm.n_layers)
+    if list(boundaries) != sorted(set(boundaries)) or any(not 0 <= k < lm.n_layers for k in boundaries):
+        raise ValueError(f"pruning layers {boundaries} must ascend, each in [0, {lm.n_layers - 1}]")
     cache = DynamicCache(config=lm.config)
     offsets = [int(visual_mask[i].nonzero()[0]) if visual_mask[i].any() else -1 for i in range(b)]
     result = PrefillResult(logits=None, cache=cache, masks=[key_mask], boundaries=boundaries,
                            next_position=position_ids[..., -1].max(0).values + 1 if position_ids.dim() == 3
                            else position_ids[:, -1] + 1, visual_offsets=offsets, plan=plan)
     return run_layers(lm, result, 0, inputs_embeds, inputs_embeds, position_ids, key_mask, visual_mask, clock,
-                      layer_additions)
+                      layer_additions, tokens_per_frame)
 
 
 def run_layers(lm: LanguageModel, result: PrefillResult, start: int, h: Tensor, h_in: Tensor, position_ids: Tensor,
                key_mask: Tensor, visual_mask: Tensor, clock: Callable[[], float],
-               layer_additions: list[Tensor] | None = None) -> PrefillResult:
+               layer_additions: list[Tensor] | None = None, tokens_per_frame: int | None = None) -> PrefillResult:
     """Layers [start, n_layers) on hidden states `h` (`h_in`: the input of layer start-1, whose attention rows a
-    plan pruning at `start` reads), pruning at `result.boundaries`; fills `result` (kept, scores, masks, logits).
-    The prefix cache (prefix_cache.py) enters here at the first pruning layer, with layers < it already cached.
-    `layer_additions[i]` [B, n, d] is added after layer i (Qwen3-VL's deepstack features), sliced with `h`."""
-    kernel, plan, boundaries, cache = lm.kernel, result.plan, result.boundaries, result.cache
+    plan pruning at `start` reads), pruning at `result.boundaries` (the plan's layers; on return, the layers where
+    it acted); fills `result` (kept, scores, masks, stages, absorbed, logits). The prefix cache (prefix_cache.py)
+    enters here at the first pruning layer, with layers < it already cached. `layer_additions[i]` [B, n, d] is
+    added after layer i (Qwen3-VL's deepstack features), sliced with `h`."""
+    kernel, plan, declared, cache = lm.kernel, result.plan, result.boundaries, result.cache
     b = h.shape[0]
     pos_emb = lm.rotary_emb(h, position_ids=position_ids)
     mask = layer_mask(kernel, key_mask, h.shape[1], h.dtype)
     visual_index = [torch.arange(int(visual_mask[i].sum()), device=h.device) for i in range(b)]
+    acted = []
     for i in range(start, lm.n_layers):
-        if i in boundaries:
+        if i in declared:
             t0 = clock()
             view = LayerView(layer=i, hidden=h, hidden_prev=h_in, positions=position_ids, key_mask=key_mask,
                              visual_mask=visual_mask, visual_index=visual_index, r=_per_sample(plan, b),
-                             n_layers=lm.n_layers, attention_rows=_rows_of(lm, i - 1, h_in, pos_emb, cache, key_mask))
+                             n_layers=lm.n_layers, attention_rows=_rows_of(lm, i - 1, h_in, pos_emb, cache, key_mask),
+                             attention_rows_here=_rows_here(lm, i, h, pos_emb, key_mask),
+                             tokens_per_frame=tokens_per_frame)
             keep = plan.at_layer(view)
-            if keep.hidden is not None:
-                h = keep.hidden
-            if not result.scores and keep.scores is not None:
-                result.scores = keep.scores
-            gather, valid = _gather_index(key_mask, visual_mask, keep.kept)
-            visual_index = [visual_index[s][keep.kept[s]] for s in range(b)]
-            h = _take(h, gather)
-            layer_additions = [_take(a, gather) for a in layer_additions or []]
-            position_ids = position_ids.gather(-1, gather.expand_as(position_ids[..., :gather.shape[1]]))
-            visual_mask = visual_mask.gather(1, gather) & valid
-            key_mask = key_mask.gather(1, gather) & valid
+            if keep is not None:
+                h, position_ids, key_mask, visual_mask, visual_index, layer_additions = _apply(
+                    keep, result, h, position_ids, key_mask, visual_mask, visual_index, layer_additions)
             result.t_rank += clock() - t0
-            result.masks.append(key_mask)
-            pos_emb = lm.rotary_emb(h, position_ids=position_ids)
-            mask = layer_mask(kernel, key_mask, h.shape[1], h.dtype)
+            if keep is not None:  # None: nothing changed here, and no new group of layers starts
+                result.masks.append(key_mask)
+                result.stages.append((i, [len(ix) for ix in visual_index]))
+                acted.append(i)
+                pos_emb = lm.rotary_emb(h, position_ids=position_ids)
+                mask = layer_mask(kernel, key_mask, h.shape[1], h.dtype)
         h_in = h
         h = lm.run_layer(i, h, mask, pos_emb, cache)
         if layer_additions and i < len(layer_additions):
             h = h + layer_additions[i].to(h.dtype)
-    result.kept = visual_index if boundaries else []
+    result.boundaries = tuple(acted)
+    result.kept = visual_index if acted else []
+    result.absorbed = [{k: v for k, v in a.items() if v} for a in result.absorbed] if acted else []
     result.logits = lm.logits(h)
     return result
+
+
+def _apply(keep: LayerKeep, result: PrefillResult, h: Tensor, position_ids: Tensor, key_mask: Tensor,
+           visual_mask: Tensor, visual_index: list[Tensor], layer_additions: list[Tensor] | None):
+    """The tokens present after a plan's answer: (hidden, positions, key mask, visual mask, visual index, additions)
+    with the kept visual tokens and any new ones; records its scores (the first layer's) and merges in `result`."""
+    b = h.shape[0]
+    if keep.hidden is not None:
+        h = keep.hidden
+    if not result.scores and keep.scores is not None:
+        result.scores = keep.scores
+    if not result.absorbed:
+        result.absorbed = [{} for _ in range(b)]
+    for s in range(b):
+        _absorb(result.absorbed[s], keep.absorbed[s] if keep.absorbed else {}, visual_index[s], keep.kept[s])
+    added = keep.added or [h.new_zeros(0, h.shape[-1])] * b
+    gather, valid = _gather_index(key_mask, visual_mask, keep.kept, [len(a) for a in added])
+    visual_index = [torch.cat([visual_index[s][keep.kept[s]],
+                               keep.added_index[s].to(h.device) if keep.added else visual_index[s][:0]])
+                    for s in range(b)]
+    n_add = max(len(a) for a in added)
+    if n_add:  # new tokens go after the present ones, then the gather places them
+        h = torch.cat([h, _pad_rows(added, n_add, h)], dim=1)
+        position_ids = torch.cat([position_ids, _pad_positions(keep.added_positions, n_add, position_ids)], -1)
+        key_mask = torch.cat([key_mask, key_mask.new_ones(b, n_add)], 1)
+        visual_mask = torch.cat([visual_mask, visual_mask.new_ones(b, n_add)], 1)
+        layer_additions = [torch.cat([a, a.new_zeros(b, n_add, a.shape[-1])], 1) for a in layer_additions or []]
+    h = _take(h, gather)
+    layer_additions = [_take(a, gather) for a in layer_additions or []]
+    position_ids = position_ids.gather(-1, gather.expand_as(position_ids[..., :gather.shape[1]]))
+    return (h, position_ids, key_mask.gather(1, gather) & valid, visual_mask.gather(1, gather) & valid,
+            visual_index, layer_additions)
+
+
+def _absorb(total: dict[int, list[int]], new: dict[int, list[int]], present: Tensor, kept: Tensor) -> None:
+    """Fold one layer's merges (original index -> indices merged into it) into the running record; a token merged
+    away brings what it had absorbed, and a dropped token's record goes with it."""
+    for into, members in new.items():
+        group = total.setdefault(into, [])
+        for m in members:
+            group += [m, *total.pop(m, [])] if m != into else []
+    for i in set(present.tolist()) - set(present[kept].tolist()) - set(new):
+        total.pop(i, None)
+
+
+def _pad_rows(rows: list[Tensor], n: int, like: Tensor) -> Tensor:
+    """Per-sample rows [m_s, d] -> [B, n, d], zero after each sample's own."""
+    out = like.new_zeros(len(rows), n, like.shape[-1])
+    for s, r in enumerate(rows):
+        out[s, :len(r)] = r.to(like.dtype)
+    return out
+
+
+def _pad_positions(positions: list[Tensor], n: int, like: Tensor) -> Tensor:
+    """Per-sample positions [m_s] (or [3, m_s]) -> like's layout with last dim n."""
+    out = like.new_zeros(*like.shape[:-2], len(positions), n)
+    for s, p in enumerate(positions):
+        out[..., s, :p.shape[-1]] = p.to(like.device)
+    return out
 
 
 def _take(x: Tensor, gather: Tensor) -> Tensor:
@@ -145,12 +213,29 @@ def _per_sample(plan, b: int) -> list[float]:
 
 
 def _rows_of(lm: LanguageModel, i: int, h_in: Tensor, pos_emb, cache, key_mask: Tensor) -> Callable[[Tensor], Tensor]:
+    if i < 0:
+        def no_rows(rows: Tensor) -> Tensor:
+            raise ValueError("at layer 0 no layer has run: there is no previous layer's attention")
+        return no_rows
     return lambda rows: lm.attention_rows(i, h_in, rows, pos_emb, cache, key_mask)
 
 
-def _gather_index(key_mask: Tensor, visual_mask: Tensor, kept: list[Tensor]) -> tuple[Tensor, Tensor]:
-    """Per sample, the sequence indices that stay (every non-visual token and the kept visual ones), left-padded
-    to one length with copies of index 0 (masked out as keys); and [B, length] which of them are real."""
+def _rows_here(lm: LanguageModel, i: int, h: Tensor, pos_emb, key_mask: Tensor) -> Callable[[Tensor], Tensor]:
+    """Layer i's attention rows on its input h, before it runs (its keys computed once, on the first call)."""
+    keys: list[Tensor] = []
+
+    def rows_of(rows: Tensor) -> Tensor:
+        if not keys:
+            keys.append(lm.layer_keys(i, h, pos_emb))
+        return lm.attention_rows(i, h, rows, pos_emb, None, key_mask, keys=keys[0])
+    return rows_of
+
+
+def _gather_index(key_mask: Tensor, visual_mask: Tensor, kept: list[Tensor],
+                  added: list[int] | None = None) -> tuple[Tensor, Tensor]:
+    """Per sample, the sequence indices that stay (every non-visual token and the kept visual ones, then its
+    `added[s]` new tokens, at n, n+1, ..., right after its kept visual tokens), left-padded to one length with
+    copies of index 0 (masked out as keys); and [B, length] which of them are real."""
     b, n = key_mask.shape
     keep_idx = []
     for s in range(b):
@@ -158,7 +243,11 @@ def _gather_index(key_mask: Tensor, visual_mask: Tensor, kept: list[Tensor]) -> 
         keep = torch.ones(n, dtype=torch.bool, device=key_mask.device)
         keep[vis] = False
         keep[vis[kept[s]]] = True
-        keep_idx.append(keep.nonzero().squeeze(-1))
+        ix = keep.nonzero().squeeze(-1)
+        if added and added[s]:
+            at = int((ix <= vis[-1]).sum())  # just after the visual span's last kept token
+            ix = torch.cat([ix[:at], n + torch.arange(added[s], device=ix.device), ix[at:]])
+        keep_idx.append(ix)
     length = max(len(ix) for ix in keep_idx)
     gather = torch.stack([torch.cat([ix.new_zeros(length - len(ix)), ix]) for ix in keep_idx])
     valid = torch.stack([torch.arange(length, device=key_mask.device) >= length - len(ix) for ix in keep_idx])

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor, nn
 from transformers import DynamicCache
 
-from ..pruning.hook import LLMPlan
+from ..pruning.hook import LLMPlan, plan_layers
 from .adapter import LanguageModel, adapt
 from .masks import layer_mask
 from .prefill import PrefillResult, run_layers
@@ -55,8 +55,8 @@ class Prefix:
     tail_in: Tensor | None = None
 
     @property
-    def length(self) -> int:
-        return self.keys[0].shape[2]
+    def length(self) -> int:  # depth 0 (a plan acting on the embeddings) holds only its hidden states
+        return self.keys[0].shape[2] if self.keys else self.hidden.shape[1]
 
     @property
     def depth(self) -> int:
@@ -210,8 +210,8 @@ def prefill_after_prefixes(
     kernel = lm.check_kernel()
     b, n, d = inputs_embeds.shape
     dtype, device = inputs_embeds.dtype, inputs_embeds.device
-    boundaries = tuple(plan.layers) if plan is not None else ()
-    depth = boundaries[0] if boundaries else lm.n_layers
+    boundaries = plan_layers(plan, lm.n_layers)
+    depth = plan.layers[0] if plan is not None else lm.n_layers  # below the first layer the plan may act at
     if any(p.depth != depth for p in prefixes):
         raise ValueError(f"prefixes must hold layers [0, {depth})")
     real = attention_mask.bool()

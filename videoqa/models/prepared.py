@@ -3,8 +3,8 @@
 Every family's processor expands the video placeholder and its vision tower encodes the frames; what the LLM
 then needs is the same for all of them: the ids, the visual features in the video slots, the RoPE positions
 (1-D, or M-RoPE's 3-D ids from the model's own get_rope_index) and, for Qwen3-VL, the deepstack features added
-after the first layers. `collate` left-pads a batch of such prompts and `generate` runs our prefill (FastV at
-layer K when planned) and greedy decode on it.
+after the first layers. `collate` left-pads a batch of such prompts and `generate` runs our prefill (with a method's
+in-LLM plan, if any: pruning/hook.py) and greedy decode on it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from ..llm import decode_n_tokens, prefill
 from ..llm.prefill import PrefillResult
-from ..pruning.methods.fastv.algorithm import FastVPlan
+from ..pruning.hook import LLMPlan
 
 
 @dataclass
@@ -91,11 +91,13 @@ def collate(model: nn.Module, prompts: list[Prepared]) -> Batch:
 
 
 def generate(model: nn.Module, prompts: list[Prepared], max_new_tokens: int = 16,
-             plan: FastVPlan | None = None) -> tuple[list[list[int]], PrefillResult]:
-    """Greedy answers (token ids, EOS included when reached) of a batch, with FastV when `plan` is given."""
+             plan: LLMPlan | None = None) -> tuple[list[list[int]], PrefillResult]:
+    """Greedy answers (token ids, EOS included when reached) of a batch, pruned inside the LLM by `plan` if given
+    (the plan is told the tokens per time step of the first prompt's layout)."""
     batch = collate(model, prompts)
     state = prefill(model, batch.embeds, batch.attention_mask, batch.visual_mask, plan=plan,
-                    position_ids=batch.position_ids, layer_additions=batch.layer_additions)
+                    position_ids=batch.position_ids, layer_additions=batch.layer_additions,
+                    tokens_per_frame=prompts[0].layout.tokens_per_group)
     logits = state.logits.clone()
     steps = list(decode_n_tokens(model, state, max_new_tokens, model.generation_config.eos_token_id))
     state.logits = logits

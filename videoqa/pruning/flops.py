@@ -54,3 +54,21 @@ def estimate_flops(
     n_hat = n_text + n_kept
     pruned = k * layer_flops(n, d, m) + (t - k) * layer_flops(n_hat, d, m)
     return FlopsEstimate(full, pruned, pruned / full if full else 1.0, n, n_hat, layer)
+
+
+def staged_flops(dims: ModelDims, n_text: int, n_visual: int, stages: list[tuple[int, int]]) -> FlopsEstimate:
+    """The prefill FLOPs of a method that changes the visual token count at several layers: `stages` holds
+    (layer, visual tokens from that layer on), ascending layers; layers before the first see all `n_visual`.
+    One stage (K, n_kept) is `estimate_flops(dims, n_text, n_visual, n_kept, K)`."""
+    t, d, m = dims.n_layers, dims.hidden, dims.ffn
+    n = n_text + n_visual
+    full = t * layer_flops(n, d, m)
+    if not stages:
+        return FlopsEstimate(full, full, 1.0, n, n, None)
+    counts = [n_visual] * t
+    for layer, visual in stages:
+        if layer < 0 or visual < 0:
+            raise ValueError(f"a stage needs a layer >= 0 and a count >= 0, got ({layer}, {visual})")
+        counts[layer:] = [visual] * (t - min(layer, t))
+    pruned = sum(layer_flops(n_text + c, d, m) for c in counts)
+    return FlopsEstimate(full, pruned, pruned / full if full else 1.0, n, n_text + counts[-1], stages[0][0])

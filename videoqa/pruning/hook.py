@@ -1,10 +1,13 @@
 """The in-LLM hook: how a method that prunes inside the language model meets the prefill.
 
 A method acting inside the LLM returns, from its `plan`, an object with `layers` (ascending layer indices in
-[1, n_layers - 1]) and `at_layer(view) -> LayerKeep`. The prefill (videoqa/llm/prefill.py) runs the layers; at
-each declared layer L, before running it, it calls `at_layer` with a `LayerView` of the tokens present, then
+[0, n_layers - 1]) and `at_layer(view) -> LayerKeep | None`. The prefill (videoqa/llm/prefill.py) runs the layers;
+at each declared layer L, before running it, it calls `at_layer` with a `LayerView` of the tokens present, then
 keeps what it answers: layers < L cached every token present, layers >= L see (and cache) only the kept ones.
-Several layers make a pyramid (PyramidDrop); a method that merges returns replacement hidden states.
+None: nothing changes at L (a method whose stopping layer depends on the input, like FrameFusion, declares every
+layer it may act at). Several layers make a pyramid (PyramidDrop); a method that merges returns replacement
+hidden states (FrameFusion) or new tokens placed after the kept visual ones (SparseVLM's recycled tokens), with
+their positions and the original visual tokens each stands for.
 Optionally `after_token(view: DecodeView)` is called by the eager decoder after each decoded token with the
 cache and its key masks, to drop or merge KV-cache entries while decoding (it edits them in place).
 
@@ -36,8 +39,12 @@ class LayerView:
     r: list[float]  # per sample: the R the method was asked for (its share of the visual tokens to drop)
     n_layers: int
     # query positions [q] (indices into n) -> layer `layer - 1`'s attention from those queries [B, q, n], mean
-    # over heads, recomputed from its cached keys (no n x n matrix; every layer keeps its fast kernel)
+    # over heads, recomputed from its cached keys (no n x n matrix; every layer keeps its fast kernel).
+    # At layer 0 there is no such layer: calling it raises.
     attention_rows: Callable[[Tensor], Tensor]
+    # the same for layer `layer` itself, the one about to run, on `hidden` (its keys computed for the query)
+    attention_rows_here: Callable[[Tensor], Tensor] | None = None
+    tokens_per_frame: int | None = None  # visual tokens per frame (time step) of the clip, when the caller knows
 
     @property
     def n_visual(self) -> list[int]:
@@ -51,6 +58,13 @@ class LayerKeep:
     kept: list[Tensor]  # per sample: ascending indices into that sample's visual tokens present (0..n_visual-1)
     scores: list[Tensor] | None = None  # per sample: a score per visual token present (heatmaps); None: none
     hidden: Tensor | None = None  # [B, n, d] replacement for view.hidden (merging); None: keep it as it is
+    # per sample: new visual tokens [m, d] placed after the kept visual ones (recycled or merged tokens); their
+    # positions ([m], or [3, m] for M-RoPE) and the original visual index each stands for (heatmaps)
+    added: list[Tensor] | None = None
+    added_positions: list[Tensor] | None = None
+    added_index: list[Tensor] | None = None
+    # per sample: original visual index of a token present -> the original indices merged into it here
+    absorbed: list[dict[int, list[int]]] | None = None
 
 
 @dataclass(frozen=True)
@@ -65,8 +79,30 @@ class DecodeView:
 
 @runtime_checkable
 class LLMPlan(Protocol):
-    """What `Method.plan` returns for a method acting inside the LLM."""
+    """What `Method.plan` returns for a method acting inside the LLM. A plan whose layers scale with the model's
+    depth (published for 32 layers) also has `layers_for(n_layers) -> tuple[int, ...]`, which the prefill asks
+    instead; its `layers` then names the first layer it may act at (what layers below it may cache)."""
 
     layers: tuple[int, ...]
 
-    def at_layer(self, view: LayerView) -> LayerKeep: ...
+    def at_layer(self, view: LayerView) -> LayerKeep | None: ...
+
+
+def plan_layers(plan: LLMPlan | None, n_layers: int) -> tuple[int, ...]:
+    """The layers `plan` acts at on a model of `n_layers` layers (none without a plan)."""
+    if plan is None:
+        return ()
+    layers_for = getattr(plan, "layers_for", None)
+    return tuple(layers_for(n_layers)) if layers_for is not None else tuple(plan.layers)
+
+
+def scaled_layers(published: tuple[int, ...], n_layers: int, low: int = 0) -> tuple[int, ...]:
+    """Layers published for a 32-layer model, at the same depth share of an `n_layers`-layer one: ascending,
+    distinct, in [low, n_layers - 1] (later ones pushed up by one where rounding makes two meet; past the end
+    dropped)."""
+    out: list[int] = []
+    for layer in published:
+        at = max(low, round(layer * n_layers / 32), out[-1] + 1 if out else low)
+        if at < n_layers:
+            out.append(at)
+    return tuple(out)

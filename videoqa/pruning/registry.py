@@ -75,18 +75,22 @@ def _builtins() -> tuple[Method, ...]:
         fastv,
         fastvid,
         flashvid,
+        framefusion,
         frames,
         holitom,
         none,
         pool,
+        pyramiddrop,
         random,
+        sparsevlm,
         vidcom2,
         visionzip,
         vispruner,
     )
 
     return (none.METHOD, fastv.METHOD, vispruner.METHOD, random.METHOD, fastvid.METHOD, visionzip.METHOD,
-            divprune.METHOD, holitom.METHOD, vidcom2.METHOD, flashvid.METHOD, pool.METHOD, frames.METHOD)
+            divprune.METHOD, holitom.METHOD, vidcom2.METHOD, flashvid.METHOD, pool.METHOD, frames.METHOD,
+            pyramiddrop.METHOD, sparsevlm.METHOD, framefusion.METHOD)
 
 
 REGISTRY = Registry(_builtins())

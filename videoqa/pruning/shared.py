@@ -1,5 +1,6 @@
 """Pieces every method may use (no method imports another's helpers): how many tokens R keeps, how a
-budget is split over frames, the [CLS] rule, shape checks, merged selections and density peaks.
+budget is split over frames, the [CLS] rule, shape checks, merged selections, density peaks, and the top-k and
+stage counts of the methods that prune inside the LLM.
 
 Importable without torch (the declarations in each method's __init__.py import from here); the functions
 that compute import it when called."""
@@ -101,3 +102,19 @@ def dpc_clusters(x: Tensor, n_clusters: int, k: int) -> tuple[Tensor, Tensor]:
     assign = dist.argmin(dim=1)
     assign[centres] = torch.arange(centres.numel())
     return centres, assign
+
+
+def top_k_sorted(score: Tensor, k: int) -> Tensor:
+    """Ascending indices of the k best scores (ties: the lower index first, so identical inputs keep identical
+    tokens)."""
+    import torch
+
+    order = torch.sort(score.float(), descending=True, stable=True).indices
+    return torch.sort(order[:k]).values
+
+
+def stage_keep(n_first: int, r: float, stage: int, stages: int) -> int:
+    """Tokens kept after drop `stage` (1-based) of `stages` equal-share drops that leave 1 - r of `n_first`:
+    int(n_first * (1 - r)^(stage / stages)), truncated as PyramidDrop's and SparseVLM's code, at least one (1e-9
+    keeps a root like 0.125^(1/3) = 0.4999... from truncating a whole count away)."""
+    return max(1, int(n_first * (1.0 - r) ** (stage / stages) + 1e-9)) if n_first else 0

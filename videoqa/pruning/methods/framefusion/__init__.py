@@ -1,0 +1,44 @@
+"""FrameFusion (arXiv 2501.01986): from the first layers on, a visual token very like the token at the same
+patch position in the previous frame is merged into it (averaged), layer after layer until few are alike; then
+the tokens the prompt attends to least are pruned, so the whole prefill costs 1-R of its visual-token work.
+The algorithm: algorithm.py beside this file."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ....errors import InputError
+from ...method import Acts, Method, Option, share_option
+
+
+def _plan(params: Mapping[str, Any], rs: list[float], tokens_per_frame: int | None):
+    from .algorithm import FrameFusionPlan
+
+    return FrameFusionPlan(rs, params["ff_threshold"], params["ff_ratio_floor"], params["ff_layer"],
+                           tokens_per_frame)
+
+
+def _check(params: Mapping[str, Any], n_layers: int | None) -> None:
+    if n_layers is not None and params["ff_layer"] >= n_layers:
+        raise InputError(f"FrameFusion's first merging layer {params['ff_layer']} is out of range: the language "
+                         f"model has {n_layers} layers")
+
+
+METHOD = Method(
+    name="framefusion",
+    help="merge tokens like the same patch of the previous frame, then prune by attention, inside the LLM",
+    acts=Acts.IN_LLM,
+    options=(
+        Option("ff_layer", int, 0, "FrameFusion: the layer merging starts at (default: 0, the embeddings, as "
+               "published)", low=0, label="the first merging layer"),
+        Option("ff_threshold", float, 0.6, "FrameFusion: merge a token whose cosine similarity to the same patch "
+               "of the previous frame is at least this (default: 0.6)", low=-1.0, high=1.0, metavar="COSINE",
+               label="the similarity threshold"),
+        share_option("ff_ratio_floor", 0.1, "FrameFusion: merging stops once fewer than this share of the visual "
+                     "tokens are alike; pruning follows"),
+    ),
+    plan=_plan,
+    check=_check,
+    layer_option="ff_layer",
+)
