@@ -228,7 +228,8 @@ class ChatActions:
         vp = self.qa.processor.video_processor
         gallery = self._gallery(render_heatmaps(answer.clip, answer.kept, vp.size, vp.crop_size,
                                                 show_scores=ex.settings.show_scores))
-        results = results_message(ex.question, answer, gallery, ex.settings.show_scores, follow_up)
+        cut = hit_length_limit(answer, self.qa.max_new_tokens)
+        results = results_message(ex.question, answer, gallery, ex.settings.show_scores, follow_up, cut)
         text = answer.text or "(empty answer)"
         ex.answer = answer.text
         ex.record = exchange_record(answer, text, "done")
@@ -240,8 +241,6 @@ class ChatActions:
             notes.append(f"ℹ️ The conversation no longer fits the model's context with the clip's "
                          f"{answer.stats.frames} frames, so the model now sees only the latest questions and "
                          f"answers (the oldest {answer.stats.history_dropped} left out). Clear to start over.")
-        if cut := hit_length_limit(answer, self.qa.max_new_tokens):
-            notes.append(cut)
         if guess := self.card.guess_notice(session.clip_known, ex.question):  # every answer that is a guess
             notes.append(guess)
         session.add_notes(ex, notes, results)

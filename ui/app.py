@@ -187,7 +187,7 @@ def _clip_panel(qa, examples, most: int) -> dict:
         low, high = k_range(dims.n_layers)
         k = REGISTRY.option("k")
         ui["k"] = gr.Number(value=k.default if default.k is None else default.k, precision=None,
-                            label=f"K: the LLM layer where in-LLM methods prune ({low}..{high})", elem_id="k")
+                            label=f"K (the LLM layer where in-LLM methods prune, {low}..{high})", elem_id="k")
         r = "0.5" if keeps_everything(qa) else str(default.r)
         ui["r"] = gr.Textbox(value=r, label="R: share of visual tokens dropped (0..1), or auto", max_lines=1,
                              elem_id="r", info=auto_r_note(qa) or None)

@@ -86,10 +86,10 @@ def plain_summary(answer) -> str:
     """What pruning did for one answer, in words: "kept 260 of 520 visual tokens — 30 % less compute"."""
     k, fl = answer.kept, answer.flops
     saved = round(100 * (1 - fl.ratio))
-    compute = (f"{saved} % less compute" if saved > 0 else f"{-saved} % more compute" if saved < 0
-               else "the same compute")
-    return (f"Kept {k.n_kept} of {k.n_visual} visual tokens ({where_pruned(k.layer)}) — {compute} than "
-            f"unpruned in the prefill (FLOPs {fl.ratio:.3f}×)")
+    compute = (f"{saved} % less compute than" if saved > 0 else f"{-saved} % more compute than" if saved < 0
+               else "the same compute as")
+    return (f"Kept {k.n_kept} of {k.n_visual} visual tokens ({where_pruned(k.layer)}) — {compute} unpruned in "
+            f"the prefill (FLOPs {fl.ratio:.3f}×)")
 
 
 def compare_line(answer) -> str:
@@ -100,11 +100,11 @@ def compare_line(answer) -> str:
 
 
 def hit_length_limit(answer, max_new_tokens: int) -> str | None:
-    """A note when the answer used every token it was allowed (it was cut off, not finished)."""
+    """A note when the answer used every token it was allowed: it was cut off, not finished (a model repeating
+    itself, "blue blue blue …", is not sure of its answer)."""
     if answer.stats.new_tokens < max_new_tokens:
         return None
-    return (f"ℹ️ This answer hit the length limit ({max_new_tokens} tokens) and was cut off: a model repeating "
-            "itself (“blue blue blue …”) is not sure of its answer.")
+    return f"⚠️ cut off at the length limit ({max_new_tokens} tokens)"
 
 
 def summary_line(answer) -> str:

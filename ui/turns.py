@@ -35,8 +35,9 @@ def file_url(path: str | Path) -> str:
 
 
 def results_message(question: str, answer, files: list[tuple[str, str]], show_scores: bool,
-                    follow_up: bool) -> dict:
-    """The closed block under one answer: summary line, legend, one figure per frame, all stats."""
+                    follow_up: bool, note: str | None = None) -> dict:
+    """The closed block under one answer: summary line, legend, one figure per frame, all stats. `note`, shown
+    in its heading (seen while closed): e.g. that the answer was cut off at the length limit."""
     esc = html.escape
     figures = "".join(f"<figure class='frame'><img src='{file_url(path)}' alt='{esc(caption)}' loading='lazy'>"
                       f"<figcaption>{esc(caption)}</figcaption></figure>" for path, caption in files)
@@ -46,7 +47,8 @@ def results_message(question: str, answer, files: list[tuple[str, str]], show_sc
                f"{legend_html(show_scores)}<div class='frames'>{figures}</div>"
                f"<details class='turn-stats'><summary>All stats</summary><table>{rows}</table></details></div>")
     return {"role": "assistant", "content": content,
-            "metadata": {"title": esc(RESULTS_TITLE + f"“{question}”"), "status": "done"}}
+            "metadata": {"title": esc(RESULTS_TITLE + f"“{question}”" + (f" · {note}" if note else "")),
+                         "status": "done"}}
 
 
 def is_results(message: dict) -> bool:
