@@ -20,7 +20,7 @@ RESULTS_TITLE = "Heatmaps and stats for: "
 def legend_html(scores: bool) -> str:
     """What the heatmaps' marks mean; with `scores`, the colour scale of "Colour patches by attention score"."""
     marks = ("<span class='swatch kept'></span>kept (the frame’s own colours, outlined)"
-             "<span class='swatch dropped'></span>dropped (dimmed, hatched)"
+             "<span class='swatch dropped'></span>dropped (greyed and hatched; a trace of its colour stays)"
              "<span class='swatch merged'></span>dropped but merged into a kept token (tinted blue)")
     if scores:
         marks = ("colour = the method’s score for the question: low<span class='scale'></span>high "
