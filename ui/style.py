@@ -105,11 +105,20 @@ footer, footer a, footer button, .show-api {{ color: #374151 !important; opacity
   #examples {{ display: grid !important; grid-template-columns: 1fr 1fr; }}
   #examples-title {{ grid-column: 1 / -1; }}
   #examples .example {{ font-size: 0.8125rem; }}
-  /* Compare: one method per row, its heatmaps four across */
+  /* Compare: one method per row, its heatmaps in one row that scrolls sideways (the page stays short) */
   #compare {{ flex-direction: column; gap: 6px; }}
-  #compare .compare-method {{ width: 100%; max-width: 100%; min-width: 100% !important; }}
+  #compare .compare-method {{ width: 100%; max-width: 100%; min-width: 0 !important; overflow: hidden; }}
+  .compare-heatmaps, .compare-heatmaps .grid-wrap {{ max-width: calc(100vw - 48px); }}
   .compare-head .method-help {{ min-height: 0; }}
-  .compare-heatmaps .grid-container {{ grid-template-columns: repeat(4, minmax(0, 1fr)) !important; }}
+  .compare-heatmaps .grid-wrap {{ overflow-x: auto !important; min-height: 0 !important; padding: 0 !important; }}
+  .compare-heatmaps .grid-container {{ padding-top: 0 !important; }}
+  .compare-heatmaps .icon-button-wrapper, .compare-heatmaps .icon-buttons {{ display: none !important; }}
+  .compare-heatmaps {{ padding: 4px !important; min-height: 0 !important; }}
+  #compare .compare-answer textarea {{ min-height: 0 !important; height: 2.2em !important; }}
+  #compare .compare-answer {{ padding: 4px !important; }}
+  .compare-summary p {{ font-size: 0.85rem; line-height: 1.35; margin: 0; }}
+  .compare-heatmaps .grid-container {{ grid-template-columns: none !important; grid-auto-flow: column;
+    grid-auto-columns: 104px; }}
   .compare-heatmaps .caption-label {{ font-size: 0.8rem; }}
 }}
 """
