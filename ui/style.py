@@ -79,10 +79,11 @@ footer, footer a, footer button, .show-api {{ color: #374151 !important; opacity
 #compare .compare-method {{ flex: 1 1 30%; max-width: calc(33.3% - 8px); min-width: 200px !important; }}
 .compare-head h4 {{ white-space: nowrap; overflow: hidden; text-overflow: ellipsis; margin: 0; }}
 .compare-head .method-help {{ font-size: 0.8rem; margin: 0.2em 0 0; line-height: 1.3; min-height: 2.6em; }}
-.compare-heatmaps .caption-label {{ font-size: 0.8rem; padding: 2px 4px; }}
+.compare-heatmaps .caption-label {{ font-size: 0.8rem !important; padding: 2px 4px; }}
 /* examples: compact buttons, thumbnail then question, left-aligned, two lines at most */
 #examples {{ gap: 4px; }}
 #examples .example {{ justify-content: flex-start; text-align: left; font-weight: normal; padding: 2px 6px;
+  font-size: 0.85rem !important;
   min-height: 0; line-height: 1.25; }}
 #examples .example img {{ width: 30px; height: 30px; object-fit: cover; border-radius: 3px; margin-right: 6px;
   flex: none; }}
@@ -91,7 +92,7 @@ footer, footer a, footer button, .show-api {{ color: #374151 !important; opacity
   #preview video {{ max-height: 150px; }}
   #chat {{ height: 60vh !important; }}
   #chat .frames {{ grid-template-columns: repeat(2, minmax(0, 1fr)); }}
-  #chat figure.frame figcaption {{ font-size: 0.8rem; }}
+  #chat figure.frame figcaption {{ font-size: 0.8rem !important; }}
   /* phone first: the clip box and the examples, then the chat and its results, then the clip's preview and
      the pruning settings (the clip column's parts join the page's single column) */
   #main {{ flex-direction: column; }}
@@ -104,7 +105,7 @@ footer, footer a, footer button, .show-api {{ color: #374151 !important; opacity
   #settings {{ order: 6; }}
   #examples {{ display: grid !important; grid-template-columns: 1fr 1fr; }}
   #examples-title {{ grid-column: 1 / -1; }}
-  #examples .example {{ font-size: 0.8125rem; }}
+  #examples .example {{ font-size: 0.8125rem !important; }}
   /* Compare: one method per row, its heatmaps in one row that scrolls sideways (the page stays short) */
   #compare {{ flex-direction: column; gap: 6px; }}
   #compare .compare-method {{ width: 100%; max-width: 100%; min-width: 0 !important; overflow: hidden; }}
@@ -119,6 +120,6 @@ footer, footer a, footer button, .show-api {{ color: #374151 !important; opacity
   .compare-summary p {{ font-size: 0.85rem; line-height: 1.35; margin: 0; }}
   .compare-heatmaps .grid-container {{ grid-template-columns: none !important; grid-auto-flow: column;
     grid-auto-columns: 104px; }}
-  .compare-heatmaps .caption-label {{ font-size: 0.8rem; }}
+  .compare-heatmaps .caption-label {{ font-size: 0.8rem !important; }}
 }}
 """

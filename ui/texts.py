@@ -34,9 +34,9 @@ def auto_r_note(qa) -> str:
     """Why the R box starts where it does, when "auto" would keep every token for this model."""
     if not keeps_everything(qa):
         return ""
-    return (f"R starts at 0.5 here: with **auto**, {qa.name}'s policy keeps every visual token at its "
+    return (f"R starts at 0.5 here: with auto, {qa.name}'s policy keeps every visual token at its "
             f"{qa.policy.base_frames} base frames (its base R is {qa.policy.base_r:g}, measured best for it) and "
-            "prunes only the frames a long clip adds. Type **auto** for the model's own choice.")
+            "prunes only the frames a long clip adds. Type auto for the model's own choice.")
 
 
 def keeps_everything(qa) -> bool:
