@@ -208,7 +208,8 @@ def test_text_contrast_is_wcag_aa_everywhere(browser, server, clips):
             n, low = low_contrast(page)
             assert n > 100 and not low, low
             sizes = page.evaluate("[...document.querySelectorAll('.example, .compare-heatmaps .caption-label,"
-                                  " #chat figcaption')].map(e => [e.className, parseFloat(getComputedStyle(e).fontSize)])")
+                                  " #chat figcaption')].map(e => [e.className,"
+                                  " parseFloat(getComputedStyle(e).fontSize)])")
             assert sizes and min(px for _, px in sizes) >= 12.5, [s for s in sizes if s[1] < 12.5]  # was 11.2, 11.9
         finally:
             context.close()
