@@ -149,7 +149,7 @@ def describe(qa) -> ModelInfo:
 
 def suggestions(card: ModelInfo, examples, clip: str | None) -> list[str]:
     """Questions to suggest for `clip`: an example clip's own; for another clip, a demo model's phrasings
-    without blanks (one per question type), or a generic question for a real checkpoint."""
+    without blanks (one per question type that has one), or a generic question for a real checkpoint."""
     if clip is None:
         return []
     own = [ex.question for ex in examples if str(ex.clip) == str(clip)]
@@ -157,7 +157,8 @@ def suggestions(card: ModelInfo, examples, clip: str | None) -> list[str]:
         return own
     if not card.demo:
         return ["What is happening in this video?"]
-    return [next((f for f in forms if "[" not in f), forms[0]) for forms in card.forms.values()]
+    plain = ([f for f in forms if "[" not in f] for forms in card.forms.values())
+    return [forms[0] for forms in plain if forms]  # one per question type that has a phrasing without blanks
 
 
 def _training_clips(name: str) -> str:
