@@ -46,14 +46,17 @@ def chat(page, n: int = 3) -> None:
         page.locator("#ask").click()
         expect(page.locator("#chat .thought-group")).to_have_count(i + 1)
         expect(page.locator("#stop")).to_be_disabled()
-    page.wait_for_timeout(1000)  # the answer's last update re-renders the chat: open the blocks after it
-    for block in page.locator("#chat .thought-group").all():
-        if block.locator("figure.frame").count() == 0:
-            block.locator(".title").first.click()
-        expect(block.locator("figure.frame img").first).to_be_visible()
     # The picture shows the whole conversation: the chat box at its full height, not its scroll window.
     page.add_style_tag(content="#chat { height: auto !important; max-height: none !important; }"
                                " #chat .bubble-wrap { height: auto !important; max-height: none !important; }")
+    page.wait_for_timeout(1000)  # the answer's last update re-renders the chat: open the blocks after it
+    for _ in range(3):
+        for block in page.locator("#chat .thought-group").all():
+            if block.locator("figure.frame").count() == 0:
+                block.locator(".title").first.click()
+                page.wait_for_timeout(500)
+    for block in page.locator("#chat .thought-group").all():
+        expect(block.locator("figure.frame img").first).to_be_visible()
 
 
 def compare(page) -> None:
