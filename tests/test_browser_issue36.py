@@ -142,6 +142,7 @@ def test_demo_long_offers_its_long_clips_and_shows_pruning(browser, long_server)
         assert most > 32 and f"at most {most}" in page.locator("#frames").inner_text()  # was capped at 32
         event = next(i for i, q in enumerate(own) if q["type"] == "event_colour")
         examples.nth(event).click()
+        expect(page.locator("#question textarea")).to_have_value(own[event]["question"])  # loaded: ask it
         page.locator("#ask").click()
         expect(results(page)).to_have_count(1, timeout=180_000)  # a 46 s clip decoded on a busy machine
         block = open_results(page)
@@ -153,6 +154,7 @@ def test_demo_long_offers_its_long_clips_and_shows_pruning(browser, long_server)
         caption = page.locator("#compare-fastv .caption-label").first.inner_text()
         assert re.search(r"#1\s·\s\d+\.\d\d\ss", caption), caption  # the frame's time, as in the chat
     finally:
+        page.screenshot(path=str(tb.REPO / "artifacts" / "browser-demo-long.png"), full_page=True)
         context.close()
 
 
