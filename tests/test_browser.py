@@ -166,20 +166,45 @@ def ask(page, question: str, *, press_enter: bool = False) -> None:
         page.locator("#ask").click()
 
 
+def message(page, row: int):
+    """Row `row`'s first message: a question, or an answer without the notices and results block after it."""
+    return rows(page).nth(row).locator("[data-testid=bot], [data-testid=user]").first
+
+
 def first_token_shown(page, row: int) -> str:
     """Wait until answer `row` shows streamed text (the held answer's first token); returns it."""
-    answer = rows(page).nth(row)
+    answer = message(page, row)
     expect(answer).not_to_have_text(re.compile(r"^\s*(…|\(queued.*)?\s*$"))
     return answer.inner_text().strip()
 
 
 def answered(page, n_rows: int, text: str) -> None:
     expect(rows(page)).to_have_count(n_rows)
-    expect(rows(page).nth(n_rows - 1)).to_have_text(text)
+    expect(message(page, n_rows - 1)).to_have_text(text)
+
+
+def results(page):
+    """Each answer's results block (heatmaps and stats), closed until clicked."""
+    return page.locator("#chat .thought-group")
+
+
+def wait_results(page, n: int) -> None:
+    """Wait until `n` answers are complete (each gets its results block with its last words)."""
+    expect(results(page)).to_have_count(n)
+
+
+def open_results(page, i: int = -1):
+    """Open answer `i`'s results block (the last by default) and wait for its pictures; returns it."""
+    block = results(page).last if i == -1 else results(page).nth(i)
+    block.locator(".title").first.click()
+    expect(block.locator("figure.frame img").first).to_be_visible()
+    page.wait_for_function("b => [...b.querySelectorAll('img')].every(i => i.complete && i.naturalWidth > 0)",
+                           arg=block.element_handle())
+    return block
 
 
 def prompt_tokens(page) -> int:
-    return int(re.search(r"prompt (\d+)", page.locator("#stats").text_content()).group(1))
+    return int(re.search(r"prompt (\d+)", open_results(page).locator(".turn-stats").text_content()).group(1))
 
 
 # -- tests -------------------------------------------------------------------------------------------
@@ -189,14 +214,14 @@ def test_upload_ask_and_see_heatmaps(page, clips, tiny_qa):
     upload(page, clips["walk"])
     question = "What is happening in this video?"
     ask(page, question)
-    page.locator("#stats table").wait_for(state="attached")  # the stats come with the final answer
-    thumbs = page.locator("#heatmaps img")
-    expect(thumbs).to_have_count(8)  # one heatmap per sampled frame
-    assert page.locator("#heatmaps").get_by_text("#1 · ").count() >= 1
+    wait_results(page, 1)  # the stats come with the final answer
+    block = open_results(page)
+    expect(block.locator("figure.frame img")).to_have_count(8)  # one heatmap per sampled frame
+    assert block.get_by_text("#1 · ").count() >= 1
     expected = tiny_qa.ask(clips["walk"], question, prune=FASTV).text  # the pipeline, called directly
     answered(page, 3, expected)  # notice, question, answer
     assert rows(page).nth(1).inner_text().strip() == question
-    stats = page.locator("#stats").text_content()
+    stats = block.locator(".turn-stats").text_content()
     assert "520 → 260 kept" in stats and "FLOPs" in stats
 
 
@@ -209,7 +234,7 @@ def test_typing_while_an_answer_streams_is_kept(page, clips, held, tiny_qa):
     box.fill("a follow-up typed while the answer streams")
     held.release()
     answered(page, 3, tiny_qa.ask(clips["walk"], "What colour is it?", prune=FASTV).text)
-    page.locator("#stats table").wait_for(state="attached")
+    wait_results(page, 1)
     expect(box).to_have_value("a follow-up typed while the answer streams")
 
 
@@ -229,20 +254,20 @@ def test_second_question_while_answering_waits_visibly_and_is_answered(page, cli
     a1 = tiny_qa.ask(clips["walk"], q1, prune=FASTV)
     a2 = tiny_qa.ask(clips["walk"], q2, history=[(q1, a1.text)], prune=FASTV)  # a follow-up of the first
     answered(page, 5, a2.text)
-    expect(rows(page).nth(2)).to_have_text(a1.text)
+    expect(message(page, 2)).to_have_text(a1.text)
 
 
 def test_chat_trash_icon_resets_what_the_model_remembers(page, clips, tiny_qa):
     upload(page, clips["walk"])
     ask(page, "What colour is it?")
-    page.locator("#stats table").wait_for(state="attached")
+    wait_results(page, 1)
     page.locator("#chat button[aria-label='Clear']").click()
     expect(rows(page)).to_have_count(0)
     q = "Where does it go?"
     ask(page, q)
     direct = tiny_qa.ask(clips["walk"], q, prune=FASTV)  # a first question: no history
     answered(page, 2, direct.text)
-    page.locator("#stats table").wait_for(state="attached")
+    wait_results(page, 1)
     assert prompt_tokens(page) == direct.stats.prompt_tokens
 
 
@@ -268,14 +293,14 @@ def test_example_thumbnail_loads_clip_and_question_with_one_request(page, tiny_q
 
 def test_a_new_clip_replaces_the_old_one_everywhere(page, clips):
     upload(page, clips["walk"])
-    expect(page.locator("#preview")).to_contain_text("walk.mp4")
+    expect(page.locator("#clip-name")).to_contain_text("walk.mp4")
     page.locator("#examples .example").nth(3).click()
     expect(page.locator("#chat")).to_contain_text(loaded("blue_triangle_left.mp4"))
-    expect(page.locator("#preview")).to_contain_text("blue_triangle_left.mp4")
+    expect(page.locator("#clip-name")).to_contain_text("blue_triangle_left.mp4")
     expect(page.locator("#upload")).not_to_contain_text("walk.mp4")  # not left showing the old upload
     # Another file straight away (no × first); an AVI gets a preview the browser plays.
     upload(page, clips["avi"])
-    expect(page.locator("#preview")).to_contain_text("other.avi")
+    expect(page.locator("#clip-name")).to_contain_text("other.avi")
     video = page.locator("#preview video")
     video.wait_for()
     page.wait_for_function("v => v.readyState >= 2 && v.videoWidth > 0", arg=video.element_handle())
@@ -288,7 +313,7 @@ def test_user_text_is_shown_exactly_as_typed(page, clips):
     ask(page, typed)
     expect(rows(page)).to_have_count(3)
     assert rows(page).nth(1).inner_text().strip() == typed
-    page.locator("#stats table").wait_for(state="attached")
+    wait_results(page, 1)
 
 
 def test_phone_layout(browser, server, clips):
@@ -299,17 +324,17 @@ def test_phone_layout(browser, server, clips):
         page.wait_for_function("() => document.querySelector('#question').getBoundingClientRect().bottom"
                                " <= innerHeight")
         ask(page, "What is happening?")
-        thumbs = page.locator("#heatmaps .thumbnail-item")
-        expect(thumbs).to_have_count(8)
-        page.locator("#stats table").wait_for(state="attached")
+        wait_results(page, 1)
         # The clip box and the examples come first; after a load the question box is brought into view.
         box = page.locator("#question").bounding_box()
         assert box["y"] >= 0 and box["y"] + box["height"] <= PHONE["height"]
+        thumbs = open_results(page).locator("figure.frame")
+        expect(thumbs).to_have_count(8)
         assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]  # no sideways scroll
         boxes = [thumbs.nth(i).bounding_box() for i in range(8)]
         assert boxes[0]["y"] == boxes[1]["y"] < boxes[2]["y"]  # two columns
         assert all(b["x"] >= 0 and b["x"] + b["width"] <= PHONE["width"] for b in boxes)
-        for caption in page.locator("#heatmaps .caption-label").all():
+        for caption in page.locator("#chat figure.frame figcaption").all():
             assert re.fullmatch(r"#\d · \d+\.\d\d s · kept \d+/64( \+ summary)?", caption.inner_text().strip())
             assert caption.evaluate("el => el.scrollWidth <= el.clientWidth")  # not cut off
     finally:
@@ -326,7 +351,7 @@ def test_stop_keeps_the_partial_answer_and_retry_asks_again(page, clips, held, t
     n_finished = len(held.finished)
     page.locator("#stop").click()
     held.release()
-    expect(rows(page).nth(2)).to_have_text(f"{partial} (stopped)")
+    expect(message(page, 2)).to_have_text(f"{partial} (stopped)")
     expect(page.locator("#stop")).to_be_disabled()
     assert held.finished[n_finished:] == [False]  # generation ended early, not run to the end
     full = tiny_qa.ask(clips["walk"], q, prune=FASTV).text
@@ -368,7 +393,7 @@ def test_stop_ends_stopped_even_when_its_reply_arrives_after_the_answer(page, cl
             .observe(chat, {subtree: true, childList: true, characterData: true});
     }""")
     page.locator("#stop").click()
-    answer = rows(page).nth(2)
+    answer = message(page, 2)
     expect(answer).to_have_text(f"{partial} (stopped)")  # the answer's own last update
     assert held.finished[n_finished:] == [False] and len(replies) == 1
     route, reply = replies[0]
@@ -408,7 +433,7 @@ def test_full_queue_says_busy_and_keeps_the_question(page, clips, held, server):
     for job in others:
         job.result(timeout=60)
     page.locator("#ask").click()
-    page.locator("#stats table").wait_for(state="attached")
+    wait_results(page, 1)
 
 
 def test_compare_mode_answers_with_every_method(page, clips, tiny_qa):
@@ -424,5 +449,5 @@ def test_compare_mode_answers_with_every_method(page, clips, tiny_qa):
         expect(col.locator("textarea")).to_have_value(direct.text)
         expect(col.locator(".thumbnail-item")).to_have_count(direct.stats.frames)  # a frame each the LLM saw
         summary = col.locator(".compare-summary").first.inner_text()
-        assert f"{direct.kept.n_kept}/{direct.kept.n_visual}" in summary
+        assert f"Kept {direct.kept.n_kept} of {direct.kept.n_visual} visual tokens" in summary
         assert f"FLOPs {direct.flops.ratio:.3f}×" in summary

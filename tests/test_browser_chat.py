@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import test_browser as tb
-from test_browser import CHROMIUM, ask, first_token_shown, rows, sync_api, upload
+from test_browser import CHROMIUM, ask, first_token_shown, message, results, rows, sync_api, upload
 
 # test_browser's fixtures: its server (answers held on request), browser and a fresh tab per test
 held, clips, server, browser, desktop, page = tb.held, tb.clips, tb.server, tb.browser, tb.desktop, tb.page
@@ -18,8 +18,8 @@ pytestmark = [
 expect = sync_api.expect
 
 
-def wait_answered(page) -> None:
-    page.locator("#stats table").wait_for(state="attached")  # the table sits in a closed <details>
+def wait_answered(page, n: int = 1) -> None:
+    expect(results(page)).to_have_count(n)  # each answer's results block comes with its last words
     expect(page.locator("#stop")).to_be_disabled()
 
 
@@ -37,7 +37,7 @@ def test_export_is_withdrawn_when_the_chat_changes_and_an_empty_chat_has_none(pa
     expect(offered).to_be_visible()
     ask(page, "Where does it go?")  # the file on offer no longer holds the conversation on screen
     expect(offered).to_be_hidden()
-    wait_answered(page)
+    wait_answered(page, 2)
     page.locator("#export").click()
     expect(offered).to_be_visible()
     upload(page, clips["avi"])  # another clip: a new conversation
@@ -68,10 +68,10 @@ def test_stop_shows_the_stopping_state_at_once(page, clips, held):
     partial = first_token_shown(page, 2)
     page.locator("#stop").click()
     # The answer is still held (its loop has not seen the Stop yet): the page says so anyway, at once.
-    expect(rows(page).nth(2)).to_have_text(f"{partial} (stopping…)", timeout=2_000)
+    expect(message(page, 2)).to_have_text(f"{partial} (stopping…)", timeout=2_000)
     expect(page.locator("#stop")).to_be_disabled(timeout=2_000)
     held.release()
-    expect(rows(page).nth(2)).to_have_text(f"{partial} (stopped)")
+    expect(message(page, 2)).to_have_text(f"{partial} (stopped)")
 
 
 def test_a_new_clip_mid_answer_disables_stop_at_once(page, clips, held):

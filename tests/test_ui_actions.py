@@ -11,6 +11,7 @@ import pytest
 from helpers.clipgen import write_clip, write_corrupt, write_event_clip
 from videoqa.ui.actions import ChatActions
 from videoqa.ui.session import ChatSession, shown_text
+from videoqa.ui.turns import is_results
 
 from videoqa.pruning import PruneConfig
 
@@ -38,7 +39,8 @@ def enqueue(actions, session, question, method="fastv", r="0.5"):
 
 
 def shown(session: ChatSession) -> list[str]:
-    return [shown_text(m) for m in session.chat()]
+    """The chat's messages as text, each answer's results block left out (tests of its own below)."""
+    return [shown_text(m) for m in session.chat() if not is_results(m)]
 
 
 def test_questions_asked_while_busy_are_answered_in_order_with_their_own_settings(actions, tiny_qa, clip):

@@ -26,24 +26,27 @@ from videoqa.errors import Cancelled, VideoQAError
 from videoqa.heatmap import render_heatmaps
 from videoqa.pruning import REGISTRY, PruneConfig
 
+from .compare import compare_methods
 from .controls import gallery_files, parse_frames, parse_k, parse_r, parse_sampler
 from .media import VIDEO_EXTENSIONS, Example, preview, sweep_cache
-from .model_info import describe
+from .model_info import describe, suggestions
 from .present import (
     answer_warnings,
-    answers_differ,
     exchange_record,
     export_document,
     format_stats,
+    hit_length_limit,
     reason,
-    summary_line,
 )
 from .session import ChatSession, Exchange, Settings
 from .streams import with_final
+from .turns import results_message
+
+N_CHIPS = 6  # suggested questions shown for the loaded clip
 
 log = logging.getLogger(__name__)
 
-SKIP = object()  # compare's "leave this output as it is", turned into gr.skip() when yielded
+SKIP = object()  # "leave this output as it is"
 
 
 def _idle_stop():
@@ -58,17 +61,13 @@ def _no_export():
 
 
 def _heatmaps(images: list | None):
-    """The chat's heatmap gallery: shown only when there is an answer to show it for."""
-    return gr.update(value=images, visible=images is not None)
-
-
-def _skip(values: list) -> tuple:
-    return tuple(gr.skip() if v is SKIP else v for v in values)
+    """The latest answer's heatmaps (the API's output; the page shows each answer's under it, in the chat)."""
+    return gr.update(value=images)
 
 
 class ChatActions:
     def __init__(self, qa, examples: list[Example], work_dir: Path, cache_dir: str | Path | None = None,
-                 max_age_s: float = 3600, keep: frozenset[str] = frozenset()):
+                 max_age_s: float = 3600, keep: frozenset[str] = frozenset(), max_frames: int | None = None):
         self.qa = qa
         self.examples = examples
         self.work_dir = work_dir
@@ -76,6 +75,7 @@ class ChatActions:
         self._next_sweep = 0.0  # monotonic time; the sweep walks the whole cache, so not after every answer
         self.methods = REGISTRY.names()  # compare mode: every registered method
         self.card = describe(qa)  # what the model is; a demo model warns about clips unlike its training
+        self.max_frames = max_frames  # the Frames control's maximum (what fits the context)
 
     # -- the clip ---------------------------------------------------------------------------------------
 
@@ -83,19 +83,25 @@ class ChatActions:
         """An uploaded clip starts a new conversation; the upload box is emptied for the next file (the
         current clip is the one in the preview)."""
         return {**self._load(path, session), "gallery": _heatmaps(None), "stats": "", "upload": None,
-                "export_file": _no_export(), "stop": _idle_stop()}
+                "export_file": _no_export(), "stop": _idle_stop(), "notice": "", **self.chips(session.clip)}
+
+    def chips(self, clip: str | None) -> dict:
+        """The suggested questions for `clip`, one button each (hidden when there are fewer)."""
+        shown = suggestions(self.card, self.examples, clip)[:N_CHIPS]
+        return {f"chip_{i}": gr.update(value=shown[i] if i < len(shown) else "", visible=i < len(shown))
+                for i in range(N_CHIPS)}
 
     def load_example(self, index: int | None, session: ChatSession):
         """An example: its clip and its suggested question (in the chat box and the compare box)."""
         if index is None or not 0 <= int(index) < len(self.examples):
             session.restart()
             session.say("⚠️ No such example.")
-            return {"chat": session.chat(), "preview": gr.update(value=None, label="Current clip"),
+            return {"chat": session.chat(), "preview": gr.update(value=None), "clip_name": "",
                     "gallery": _heatmaps(None), "stats": "", "upload": None, "export_file": _no_export(),
-                    "stop": _idle_stop()}
+                    "stop": _idle_stop(), "notice": "", **self.chips(None)}
         ex = self.examples[int(index)]
         return {**self._load(str(ex.clip), session), "gallery": _heatmaps(None), "stats": "", "upload": None,
-                "export_file": _no_export(), "stop": _idle_stop(),
+                "export_file": _no_export(), "stop": _idle_stop(), "notice": "", **self.chips(str(ex.clip)),
                 "question": ex.question, "compare_question": ex.question}
 
     def load_named(self, name: str, session: ChatSession):
@@ -108,27 +114,28 @@ class ChatActions:
         from videoqa.video import probe_video
 
         session.restart()
-        session.unlike_notice = None
-        nothing = gr.update(value=None, label="Current clip")
+        session.clip_known = True
+        nothing = {"preview": gr.update(value=None), "clip_name": ""}
         if not path:
-            return {"chat": session.chat(), "preview": nothing}
+            return {"chat": session.chat(), **nothing}
         name = Path(path).name
         if Path(path).suffix.lower() not in VIDEO_EXTENSIONS:
             session.say(f"⚠️ “{name}” is not a supported video ({', '.join(VIDEO_EXTENSIONS)}).")
-            return {"chat": session.chat(), "preview": nothing}
+            return {"chat": session.chat(), **nothing}
         try:
             info = probe_video(path)
         except VideoQAError as e:
             session.say(f"⚠️ Cannot use “{name}”: {reason(e)}")
-            return {"chat": session.chat(), "preview": nothing}
+            return {"chat": session.chat(), **nothing}
         session.restart(path, name)
-        if not self.card.knows_clip(info.width, info.height, info.fps):
-            session.unlike_notice = self.card.unlike_notice()
+        session.clip_known = self.card.knows_clip(info.width, info.height, info.fps)
         shown = preview(path, info.container, info.codec, self.work_dir)
         session.say(f"Loaded “{name}”: {info.duration_s:.1f} s, {info.fps:.1f} fps, {info.width}×{info.height}, "
                     f"{info.codec}. Ask a question.")
-        return {"chat": session.chat(),
-                "preview": gr.update(value=str(shown) if shown else None, label=f"Current clip: {name}")}
+        if not session.clip_known:  # known now: said at once, and again under every answer
+            session.say(self.card.unlike_notice())
+        return {"chat": session.chat(), "preview": gr.update(value=str(shown) if shown else None),
+                "clip_name": f"**Current clip:** {name}"}
 
     # -- asking -----------------------------------------------------------------------------------------
 
@@ -221,6 +228,8 @@ class ChatActions:
         vp = self.qa.processor.video_processor
         gallery = self._gallery(render_heatmaps(answer.clip, answer.kept, vp.size, vp.crop_size,
                                                 show_scores=ex.settings.show_scores))
+        cut = hit_length_limit(answer, self.qa.max_new_tokens)
+        results = results_message(ex.question, answer, gallery, ex.settings.show_scores, follow_up, cut)
         text = answer.text or "(empty answer)"
         ex.answer = answer.text
         ex.record = exchange_record(answer, text, "done")
@@ -232,10 +241,9 @@ class ChatActions:
             notes.append(f"ℹ️ The conversation no longer fits the model's context with the clip's "
                          f"{answer.stats.frames} frames, so the model now sees only the latest questions and "
                          f"answers (the oldest {answer.stats.history_dropped} left out). Clear to start over.")
-        if session.unlike_notice:  # the first answer about a clip unlike the demo model's training says so, once
-            notes.append(session.unlike_notice)
-            session.unlike_notice = None
-        session.add_notes(ex, notes)
+        if guess := self.card.guess_notice(session.clip_known, ex.question):  # every answer that is a guess
+            notes.append(guess)
+        session.add_notes(ex, notes, results)
         session.end(ex, "done")
         return self._out(session, _heatmaps(gallery), format_stats(answer, follow_up))
 
@@ -253,7 +261,8 @@ class ChatActions:
         cfg = self.qa.prune.for_method(s.method)
         if s.k is not None and "k" in cfg.method_spec.option_names:  # the K box (empty: the default)
             cfg = replace(cfg, k=parse_k(s.k, self.qa.dims.n_layers))
-        return replace(cfg, r=parse_r(s.r)), parse_frames(s.frames), parse_sampler(s.sampler, self.qa.sampler)
+        frames = parse_frames(s.frames, self.max_frames)
+        return replace(cfg, r=parse_r(s.r)), frames, parse_sampler(s.sampler, self.qa.sampler)
 
     def refused(self, typed: str, session: ChatSession):
         """The server's queue was full: the waiting questions go back into the box (before anything typed
@@ -329,60 +338,10 @@ class ChatActions:
         out = self.retry(session, method, k, r, frames, show_scores, sampler)
         yield from with_final(out["chat"], self.run(session), out.get("notice"))
 
-    # -- compare ----------------------------------------------------------------------------------------
+    # -- compare (ui/compare.py) --------------------------------------------------------------------------
 
     def compare(self, question: str, session: ChatSession, k, r: str, frames, show_scores: bool,
                 sampler: str | None = None):
         """The same question answered with every method, one after the other. Yields a status line, then
         per method: answer, heatmaps, summary (kept tokens, FLOPs, time)."""
-        n = len(self.methods)
-        out = [SKIP] * (1 + 3 * n)
-        question = (question or "").strip()
-        if session.clip is None or not question:
-            out[0] = "⚠️ " + ("Upload a clip (or pick an example) first." if session.clip is None
-                              else "Type a question first.")
-            yield _skip(out)
-            return
-        out[1:] = ["", None, ""] * n  # nothing left over from an earlier comparison
-        try:  # settings every method would refuse: one message, not one per method
-            for method in self.methods:
-                self.config(Settings(method, k, str(r), frames, bool(show_scores), sampler))
-        except VideoQAError as e:
-            out[0] = f"⚠️ {reason(e)} Nothing was compared."
-            yield _skip(out)
-            return
-        epoch, clip = session.epoch, session.clip
-        answers = {}
-        for i, method in enumerate(self.methods):
-            out[0] = f"Answering with **{method}** ({i + 1}/{n})…"
-            yield _skip(out)
-            settings = Settings(method, k, str(r), frames, bool(show_scores), sampler)
-            for text, gallery, summary in self._compare_one(clip, question, settings):
-                if session.epoch != epoch:
-                    return  # a new clip meanwhile: this comparison is no longer wanted
-                out[1 + 3 * i: 4 + 3 * i] = [text, gallery, summary]
-                answers[method] = text
-                yield _skip(out)
-        out[0] = f"Compared {n} methods on “{session.clip_name}”: “{question}”. {answers_differ(answers)}"
-        yield _skip(out)
-
-    def _compare_one(self, clip: str, question: str, settings: Settings):
-        """Yields (answer so far, heatmaps, summary) for one method."""
-        text, method, show_scores = "", settings.method, settings.show_scores
-        try:
-            cfg, n_frames, sampler = self.config(settings)
-            for item in self.qa.stream(clip, question, prune=cfg, frames=n_frames, sampler=sampler):
-                if isinstance(item, str):
-                    text += item
-                    yield text, SKIP, SKIP
-                else:
-                    vp = self.qa.processor.video_processor
-                    gallery = self._gallery(render_heatmaps(item.clip, item.kept, vp.size, vp.crop_size,
-                                                            show_scores=show_scores, short=True))  # "#3 · 40/64"
-                    notes = "".join(f"\n\n⚠️ {w}" for w in answer_warnings(item))
-                    yield item.text or "(empty answer)", gallery, summary_line(item) + notes
-        except VideoQAError as e:
-            yield f"{text}\n\n⚠️ {reason(e)}".strip(), None, ""
-        except Exception as e:  # a bug: log it, show it, go on with the next method
-            log.exception("comparing %s on %r failed", method, question)
-            yield f"⚠️ internal error ({type(e).__name__}: {e}); see the server log.", None, ""
+        yield from compare_methods(self, question, session, k, r, frames, show_scores, sampler)

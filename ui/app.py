@@ -22,37 +22,36 @@ from videoqa.model import packaged_path
 from videoqa.pruning import REGISTRY
 from videoqa.video.samplers import SAMPLERS
 
-from .actions import ChatActions
-from .controls import SAMPLER_INFO, frames_that_fit, k_range, parse_r
+from .actions import N_CHIPS, ChatActions
+from .controls import frames_that_fit, k_range, parse_r, sampler_info
 from .media import VIDEO_EXTENSIONS, list_examples, list_samples, sweep_cache
 from .model_info import ModelInfo, describe
 from .session import ChatSession
 from .streams import ANSWER
-from .style import CSS, SEEK_ON_CLICK, SHOW_QUESTION_BOX
+from .style import CSS, FOCUS_QUESTION_BOX, SEEK_ON_CLICK, SHOW_QUESTION_BOX
+from .texts import PRUNING_DOC, WHAT_IT_SHOWS, auto_r_note, keeps_everything, methods_html, pruning_link
+from .turns import is_results, legend_html
 
 __all__ = ["CSS", "DEFAULT_SAMPLES", "build_app", "launch", "list_samples", "parse_r", "sweep_cache"]
 
 DEFAULT_SAMPLES = packaged_path("clips")
-MAX_FRAMES = 32
+LONG_SAMPLES = {"demo-long": packaged_path("clips_long")}  # a model's own examples, when it has them
 MODEL = {"concurrency_id": "model", "concurrency_limit": 1}  # one answer at a time: one model
-
-def legend_html(scores: bool) -> str:
-    """What the heatmaps' marks mean; with `scores`, the colour scale of "Colour patches by attention score"."""
-    marks = ("<span class='swatch kept'></span>kept (the frame’s own colours, outlined)"
-             "<span class='swatch dropped'></span>dropped (grey, hatched)"
-             "<span class='swatch merged'></span>dropped but merged into a kept token (FastVID)")
-    if scores:
-        marks = ("colour = the method’s score for the question: low<span class='scale'></span>high "
-                 "(methods that rank by attention; others as usual); kept patches outlined")
-    return (f"<div><b>Kept visual tokens per frame</b>, each frame as the model saw it: {marks}. "
-            "“+ summary”: the frame’s summary token (one token for the whole frame) was kept too.</div>")
 
 
 def placeholder(card: ModelInfo, clip_name: str | None) -> str:
-    """What the empty chat says: what to do next, and what the model is."""
-    todo = (f"“{clip_name}” is loaded: ask about it." if clip_name
-            else "Upload a clip or pick an example, then ask about it.")
-    return f"{todo}\n\n{card.markdown()}"
+    """What the empty chat says: what to do next (the model card is in the header, once)."""
+    if clip_name:
+        return f"“{clip_name}” is loaded: ask about it, or click a suggested question below."
+    return "Upload a clip or pick an example, then ask about it."
+
+
+def example_dir(qa, samples_dir: str | Path | None) -> str | Path | None:
+    """The examples the page offers: a model's own (demo-long's long clips with event questions) unless the
+    server was given a folder of its own."""
+    if samples_dir is not None and Path(samples_dir) == Path(DEFAULT_SAMPLES) and qa.name in LONG_SAMPLES:
+        return LONG_SAMPLES[qa.name]
+    return samples_dir
 
 
 def build_app(qa, samples_dir: str | Path | None = DEFAULT_SAMPLES, cache_dir: str | Path | None = None,
@@ -64,14 +63,22 @@ def build_app(qa, samples_dir: str | Path | None = DEFAULT_SAMPLES, cache_dir: s
     swept after each answer.
     """
     work_dir = Path(cache_dir) / "videoqa" if cache_dir else Path(tempfile.mkdtemp(prefix="videoqa-ui-"))
+    (work_dir / "heatmaps").mkdir(parents=True, exist_ok=True)
+    samples_dir = example_dir(qa, samples_dir)
     examples = list_examples(samples_dir, work_dir)
     dims = qa.dims
+    most = frames_that_fit(qa)
     with gr.Blocks(title="videoqa", analytics_enabled=False, delete_cache=(1800, int(max_age_s))) as app:
         session = gr.State(ChatSession())  # each tab gets its own copy
         card = describe(qa)
+        # Keyboard users: the examples are the first thing to pick, but far down the tab order.
+        gr.Markdown(f"<a class='skip-link' href='#examples'>Skip to the examples</a>\n\n### videoqa — {qa.name}\n"
+                    f"{WHAT_IT_SHOWS} {pruning_link()}", elem_id="intro")
+        forms = (f"<details id='question-forms'><summary>The questions it was trained on, and its answer words"
+                 f"</summary>\n\n{card.forms_markdown()}\n\n</details>") if card.demo else ""
         gr.Markdown(
-            f"### videoqa — {qa.name}\n{card.markdown()} {dims.n_layers} LLM layers, {dims.tokens_per_frame} "
-            f"visual tokens per frame ({dims.grid}×{dims.grid} patches + 1 summary token).",
+            f"{card.markdown()} {dims.n_layers} LLM layers, {dims.tokens_per_frame} "
+            f"visual tokens per frame ({dims.grid}×{dims.grid} patches + 1 summary token).\n{forms}",
             elem_id="model-card",
         )
         with gr.Row(equal_height=False, elem_id="main"):
@@ -80,30 +87,38 @@ def build_app(qa, samples_dir: str | Path | None = DEFAULT_SAMPLES, cache_dir: s
                     with gr.Tab("Chat", elem_id="chat-tab"):
                         ui = _chat_tab(card)
                     with gr.Tab("Compare methods", elem_id="compare-tab"):
-                        ui |= _compare_tab(qa.prune.method)
+                        ui |= _compare_tab(qa.prune.method, auto_r_note(qa))
             with gr.Column(scale=1, min_width=280, elem_id="clip-col"):
-                ui |= _clip_panel(qa, examples)
+                ui |= _clip_panel(qa, examples, most)
         ui["session"] = session
         ui["api"] = gr.Button(visible=False)  # trigger of the endpoints meant for API clients only
         ui["example_name"] = gr.Textbox(visible=False, label="Example clip name")
 
         keep = frozenset(str(ex.poster) for ex in examples)  # the example buttons' thumbnails
-        actions = ChatActions(qa, examples, work_dir, cache_dir, max_age_s, keep)
+        actions = ChatActions(qa, examples, work_dir, cache_dir, max_age_s, keep, most)
         _wire(ui, actions)
         _wire_api(ui, actions)
+    # What `launch` serves besides Gradio's own files: the examples, each answer's heatmaps, the pruning doc.
+    app.videoqa_served = [p for p in (samples_dir, work_dir / "heatmaps", PRUNING_DOC)
+                          if p is not None and Path(p).exists()]
     return app
 
 
 def _chat_tab(card: ModelInfo) -> dict:
     ui = {}
     ui["chat"] = gr.Chatbot(
-        label="Chat", show_label=False, height=420, elem_id="chat", render_markdown=False, layout="bubble",
+        label="Chat", show_label=False, height=460, elem_id="chat", render_markdown=False, layout="bubble",
         placeholder=placeholder(card, None), buttons=["copy", "copy_all"],  # no "share": it needs a Space
     )
     with gr.Row(elem_id="ask-row"):
         ui["question"] = gr.Textbox(placeholder="Ask about the clip…", show_label=False, label="Question",
                                     scale=5, max_lines=4, elem_id="question")
         ui["send"] = gr.Button("Ask", variant="primary", scale=1, min_width=80, elem_id="ask")
+    # Suggested questions for the loaded clip: one click puts one in the box.
+    with gr.Row(elem_id="chips"):
+        for i in range(N_CHIPS):
+            ui[f"chip_{i}"] = gr.Button("", size="sm", visible=False, elem_classes=["chip"], min_width=0,
+                                        elem_id=f"chip-{i}")
     with gr.Row(elem_id="chat-buttons"):
         ui["stop"] = gr.Button("Stop", size="sm", interactive=False, min_width=60, elem_id="stop")
         ui["retry"] = gr.Button("Retry", size="sm", min_width=60, elem_id="retry")
@@ -112,22 +127,22 @@ def _chat_tab(card: ModelInfo) -> dict:
     # One line for notices about the controls ("Type a question first."): not turns of the conversation.
     ui["notice"] = gr.Markdown("", elem_id="notice")
     ui["export_file"] = gr.File(label="Conversation (JSON)", visible=False, elem_id="export-file")
-    with gr.Column(elem_id="results"):
-        ui["legend"] = gr.HTML(legend_html(False), elem_id="legend")
-        ui["gallery"] = gr.Gallery(
-            label="Kept visual tokens per frame", show_label=False,  # the legend above says what it shows
-            columns=4, height=None, format="png", object_fit="contain", elem_id="heatmaps",
-            elem_classes=["heatmaps"], allow_preview=True, visible=False,
-        )
-    ui["stats"] = gr.Markdown(label="Answer stats", elem_id="stats")  # one line; the table opens on demand
+    # The latest answer's heatmaps and stats as outputs of their own, for API clients; the page shows each
+    # answer's in the chat, under the answer.
+    ui["gallery"] = gr.Gallery(label="Kept visual tokens per frame", format="png", visible=False, elem_id="heatmaps")
+    ui["stats"] = gr.Markdown(label="Answer stats", visible=False, elem_id="stats")
     return ui
 
 
-def _compare_tab(default_method: str) -> dict:
+def _compare_tab(default_method: str, r_note: str) -> dict:
     ui = {"compare_answers": [], "compare_galleries": [], "compare_summaries": []}
     gr.Markdown("The same question answered with every pruning method, side by side (K, R, frames and sampler "
-                "from the Pruning settings; no chat history). Under each frame: its number and the patches "
-                "kept of all (+ those merged into kept ones).")
+                "from the Pruning settings; no chat history). Under each frame: its number, its time and the "
+                "patches kept of all (+ those merged into kept ones)." + (f" {r_note}" if r_note else ""),
+                elem_id="compare-intro")
+    gr.HTML(legend_html(False).replace("</div>", " With “Colour patches by attention score” ticked, colour is "
+                                       "the method’s score instead, low<span class='scale'></span>high.</div>"),
+            elem_id="compare-legend")
     with gr.Row(elem_id="compare-ask"):
         ui["compare_question"] = gr.Textbox(placeholder="Question to compare…", show_label=False,
                                             label="Question to compare", scale=5, max_lines=4,
@@ -136,8 +151,9 @@ def _compare_tab(default_method: str) -> dict:
     ui["compare_status"] = gr.Markdown(label="Compare status", elem_id="compare-status")
     with gr.Row(equal_height=False, elem_id="compare"):
         for method in REGISTRY.names():
-            with gr.Column(min_width=140, elem_id=f"compare-{method}", elem_classes=["compare-method"]):
-                gr.Markdown(f"#### {method}" + (" <small>(chat’s default)</small>" if method == default_method else ""),
+            with gr.Column(min_width=200, elem_id=f"compare-{method}", elem_classes=["compare-method"]):
+                gr.Markdown(f"#### {method}" + (" <small>(chat’s default)</small>" if method == default_method else "")
+                            + f"\n<p class='method-help'>{REGISTRY.get(method).help}</p>",
                             elem_classes=["compare-head"])
                 ui["compare_answers"].append(gr.Textbox(label=f"{method}: answer", show_label=False, lines=2,
                                                         interactive=False,
@@ -150,30 +166,39 @@ def _compare_tab(default_method: str) -> dict:
     return ui
 
 
-def _clip_panel(qa, examples) -> dict:
+def _clip_panel(qa, examples, most: int) -> dict:
     ui = {}
     # No file_types filter: Gradio would reject other files with a toast; we answer in the chat.
     ui["upload"] = gr.File(label="Upload a clip (" + " ".join(VIDEO_EXTENSIONS) + ")", type="filepath",
                            elem_id="upload", height=130)
     ui |= _examples(examples)
-    ui["preview"] = gr.Video(label="Current clip", interactive=False, height=200, elem_id="preview")
+    # The clip's name above its preview, not a label laid over the picture.
+    ui["clip_name"] = gr.Markdown("", elem_id="clip-name")
+    ui["preview"] = gr.Video(label="Current clip", show_label=False, interactive=False, height=200,
+                             elem_id="preview")
     dims, default = qa.dims, qa.prune
     with gr.Accordion("Pruning", open=True, elem_id="settings"):
-        ui["method"] = gr.Radio(list(REGISTRY.names()), value=default.method, label="Method", elem_id="method")
+        # A dropdown, each method with its one-line description: the list grows with the registry.
+        ui["method"] = gr.Dropdown([(f"{name} — {REGISTRY.get(name).help}", name) for name in REGISTRY.names()],
+                                   value=default.method, label="Method", elem_id="method")
+        gr.HTML(methods_html(), elem_id="methods")
         # The K box: for the methods that prune inside the LLM at layer K. No bounds or rounding here: Gradio
         # would refuse a value with a bare "Error" badge, or turn 2.5 into 2; the action says what is wrong.
         low, high = k_range(dims.n_layers)
         k = REGISTRY.option("k")
         ui["k"] = gr.Number(value=k.default if default.k is None else default.k, precision=None,
-                            label=f"K (FastV layer, {low}..{high})", elem_id="k")
-        ui["r"] = gr.Textbox(value=str(default.r), label="R (share dropped, 0..1) or auto", max_lines=1, elem_id="r")
-        most = frames_that_fit(qa, MAX_FRAMES)
-        ui["frames"] = gr.Slider(0, most, value=min(qa.frames or 0, most), step=1, elem_id="frames",
-                                 label=f"Frames (0 = default / auto; at most {most}: what fits the model's context)")
+                            label=f"K (the LLM layer where in-LLM methods prune, {low}..{high})", elem_id="k")
+        r = "0.5" if keeps_everything(qa) else str(default.r)
+        ui["r"] = gr.Textbox(value=r, label="R: share of visual tokens dropped (0..1), or auto", max_lines=1,
+                             elem_id="r", info=auto_r_note(qa) or None)
+        # A number box, not a slider: a slider silently clamps 99 or -3; the chat says what is wrong instead.
+        ui["frames"] = gr.Number(value=min(qa.frames or 0, most), precision=None, elem_id="frames",
+                                 label=f"Frames: 0 = the model's default; at most {most} (what fits its context)")
         # Typed values allowed: Gradio would refuse another name with a bare error; the chat says what is wrong.
-        ui["sampler"] = gr.Dropdown(list(SAMPLERS), value=qa.sampler, label="Frame sampler", info=SAMPLER_INFO,
-                                    allow_custom_value=True, elem_id="sampler")
-        ui["show_scores"] = gr.Checkbox(False, label="Colour patches by attention score", elem_id="show-scores")
+        ui["sampler"] = gr.Dropdown(list(SAMPLERS), value=qa.sampler, label="Frame sampler",
+                                    info=sampler_info(qa.sampler), allow_custom_value=True, elem_id="sampler")
+        ui["show_scores"] = gr.Checkbox(False, label="Colour patches by attention score", elem_id="show-scores",
+                                        info="For the next answers; each answer's legend says how it is coloured")
     return ui
 
 
@@ -200,7 +225,8 @@ def _wire(ui: dict, actions: ChatActions) -> None:
         return trigger(wired(fn, names), inputs, [ui[n] for n in names], **kwargs)
 
     # Loading a clip never waits behind an answer; it empties the upload box for the next file.
-    loaded = ("chat", "preview", "gallery", "stats", "upload", "export_file", "stop")
+    chips = tuple(f"chip_{i}" for i in range(N_CHIPS))
+    loaded = ("chat", "preview", "clip_name", "gallery", "stats", "upload", "export_file", "stop", "notice", *chips)
     loads = [on(ui["upload"].upload, actions.load_upload, [ui["upload"], s], loaded, api_name="ui_upload", **instant)]
     for i, button in enumerate(ui["example_buttons"]):
         def pick(session, i=i):
@@ -208,7 +234,11 @@ def _wire(ui: dict, actions: ChatActions) -> None:
 
         picked = on(button.click, pick, [s], (*loaded, "question", "compare_question"), api_name=f"ui_example_{i}",
                     **instant)
+        picked.then(None, None, None, js=FOCUS_QUESTION_BOX, queue=False)  # Enter on an example: type next
         loads.append(picked)
+    for name in chips:  # a suggested question goes into the box (in the page: no request)
+        ui[name].click(None, ui[name], question, js="(q) => q", queue=False).then(
+            None, None, None, js=FOCUS_QUESTION_BOX, queue=False)
     # A new clip: the last comparison was about the old one. Emptied in the page (no request to the server).
     no_comparison = json.dumps(["", *["", None, ""] * len(ui["compare_answers"])])
     for load in loads:
@@ -243,7 +273,6 @@ def _wire(ui: dict, actions: ChatActions) -> None:
             lambda session: gr.update(placeholder=placeholder(actions.card, session.clip_name)), [s], [ui["chat"]],
             **instant)
     on(ui["export"].click, actions.export, [s], ("export_file", "notice"), api_name="ui_export", **instant)
-    ui["show_scores"].change(legend_html, ui["show_scores"], ui["legend"], **instant)
 
     comparing = gr.on([ui["compare_run"].click, ui["compare_question"].submit], actions.compare,
                       _compare_inputs(ui), _compare_outputs(ui), show_progress="minimal", api_name="ui_compare",
@@ -300,6 +329,10 @@ def wired(fn, names: tuple[str, ...] | None, api: bool = False):
         if api:
             out = tuple(v["value"] if isinstance(v, dict) and v.get("__type__") == "update" and "value" in v
                         else v for v in out)
+            if names is not None and "chat" in names:  # each answer's results block is the page's
+                at = names.index("chat")
+                if isinstance(out[at], list):
+                    out = (*out[:at], [m for m in out[at] if not is_results(m)], *out[at + 1:])
         return out[0] if len(out) == 1 else out
 
     if inspect.isgeneratorfunction(fn):
@@ -327,6 +360,7 @@ def launch(app: gr.Blocks, *, host: str = "127.0.0.1", port: int = 7860, share: 
     """
     app.queue(default_concurrency_limit=1, max_size=queue_size)
     allowed = [str(Path(samples_dir).resolve())] if samples_dir and Path(samples_dir).is_dir() else []
+    allowed += [str(Path(p).resolve()) for p in getattr(app, "videoqa_served", [])]
     # System fonts: the default theme fetches Google Fonts, which an offline machine cannot reach.
     theme = gr.themes.Soft(font=["ui-sans-serif", "system-ui", "sans-serif"],
                            font_mono=["ui-monospace", "monospace"])

@@ -38,21 +38,33 @@ def parse_k(value, n_layers: int) -> int:
     return int(k)
 
 
-def parse_frames(value) -> int | None:
-    """The Frames box: 0 or empty for the default, else a whole number >= 1; 2.7 is refused, not turned into 2
-    (the command line's --frames takes whole numbers only, and the API must not differ)."""
+def parse_frames(value, most: int | None = None) -> int | None:
+    """The Frames box: 0 or empty for the default, else a whole number from 1 to `most` (what fits the model's
+    context); 2.7, -3 or 99 (of 58) are refused with a message, not rounded or clamped (the command line's
+    --frames takes whole numbers only, and the API must not differ)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     try:
         n = float(value)
     except (TypeError, ValueError):
         n = float("nan")
-    if not (n.is_integer() and 0 <= n <= 1_000_000):
-        raise InputError(f"Frames must be a whole number (0 for the default), got {value!r}")
+    top = 1_000_000 if most is None else most
+    if not (n.is_integer() and 0 <= n <= top):
+        shown = f"{n:g}" if n == n else repr(value)
+        limit = "" if most is None else f" up to {most} (what fits the model's context)"
+        raise InputError(f"Frames must be a whole number from 0 (the default){limit}, got {shown}")
     return int(n) or None
 
 
 SAMPLER_INFO = "uniform: evenly spaced · content: more frames where they differ, over a uniform floor"
+
+
+def sampler_info(default: str) -> str:
+    """The Frame sampler control's hint: what each does and why it starts where it does (the loaded model's own
+    sampler: its card's, or `videoqa serve --sampler`)."""
+    why = ("this model's choice: its frames land on brief events that evenly spaced frames can miss"
+           if default == "content" else "this model's choice, Video-LLaVA's rule")
+    return f"{SAMPLER_INFO}. Starts at {default}: {why}."
 
 
 def parse_sampler(value: str | None, default: str) -> str:
@@ -80,8 +92,8 @@ def gallery_files(images: list, out_dir: Path) -> list[tuple[str, str]]:
     return files
 
 
-def frames_that_fit(qa, upper: int) -> int:
+def frames_that_fit(qa) -> int:
     """The Frames control's maximum: the most frames whose visual tokens fit the model's context beside the
     shortest question and the answer's room, all positions counted (the budget rule `prepare` and the CLI
-    apply: pruning/budget.py), at most `upper`."""
-    return max(1, min(upper, max_frames_for_context(qa.dims, qa.text_tokens("?"), qa.policy)))
+    apply: pruning/budget.py)."""
+    return max(1, max_frames_for_context(qa.dims, qa.text_tokens("?"), qa.policy))

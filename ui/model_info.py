@@ -1,17 +1,22 @@
-"""What the page says about the loaded model: in the header, in the empty chat, and once per clip when a demo
-model is asked about a clip unlike the ones it was trained on (its answers there are guesses). (Not to be
-confused with videoqa/model_card.py, a model folder's own settings.)
+"""What the page says about the loaded model: in the header, at upload time, and under every answer a demo
+model gives about a clip or a question unlike the ones it was trained on (its answers there are guesses).
+(Not to be confused with videoqa/model_card.py, a model folder's own settings.)
 
 The demo models learned only the synthetic clips of `videoqa.synth`: 128×128 pixels, 8 frames per second
 (short clips) or 4 (long clips). The rule for "a clip of its kind" is that format, read from the file's
 header: a clip in another format cannot have come from the generator, so its answers are guesses. (A
 128×128 clip at that rate with other content passes: the rule checks the format, not the picture.)
+
+The rule for "a question of its kind" is the generator's phrasings (`TEMPLATES` of videoqa.synth.short and
+.long): a question is known when it is one of them with answer words in the blanks, letter case, spacing and
+punctuation aside. Anything else, however close, gets the notice: the model never saw it.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from videoqa.model import NAMED_MODELS, packaged_path
@@ -24,16 +29,46 @@ def _or(words) -> str:
     return ", ".join(words[:-1]) + " or " + words[-1]
 
 
+_FILL = {"colour": list(synth_short.COLOURS), "shape": list(synth_short.SHAPES)}  # what the generator puts in blanks
+
+
+def _words(text: str) -> str:
+    """A question reduced to what the rule compares: lower-case words, no punctuation."""
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def _pattern(form: str) -> str:
+    """A phrasing (blanks as [colour], [shape]) as a regular expression over `_words`: each blank one of the
+    words the generator puts there."""
+    parts = re.split(r"\[(\w+)\]", form)
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            out.append("(?:" + "|".join(map(re.escape, _FILL.get(part, [part]))) + ")")
+        elif _words(part):
+            out.append(re.escape(_words(part)))
+    return " ".join(out)
+
+
+def question_forms(templates: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The phrasings by question type, blanks shown as [colour], [shape]… (the card's list)."""
+    return {kind: [re.sub(r"\{(\w+)\}", lambda m: f"[{'shape' if m[1] in 'ab' else m[1]}]", t) for t in forms]
+            for kind, forms in templates.items()}
+
+
 _SHORT = (f"the moving shape’s colour ({_or(synth_short.COLOURS)}), its shape ({_or(synth_short.SHAPES)}) and "
           f"the direction it moves ({_or(synth_short.DIRECTIONS)})")
-# name -> (what it was trained on, the questions it answers, the frame rates of its clips)
+# name -> (what it was trained on, the questions it answers, the frame rates of its clips, its phrasings)
 DEMOS = {
     "demo": ("{clips} synthetic clips of one coloured shape crossing a textured background", _SHORT,
-             (synth_short.FPS,)),
+             (synth_short.FPS,), (synth_short.TEMPLATES,)),
     "demo-long": ("synthetic clips of 4–60 s ({clips}) where a shape crosses the frame while something brief "
                   "happens", _SHORT + "; the brief shape’s colour and shape, how many flashes (one to three), "
-                  "which of two brief shapes appears first", (synth_long.FPS, synth_short.FPS)),
+                  "which of two brief shapes appears first", (synth_long.FPS, synth_short.FPS),
+                  (synth_short.TEMPLATES, synth_long.TEMPLATES)),
 }
+ANSWER_WORDS = {"colour": list(synth_short.COLOURS), "shape": list(synth_short.SHAPES),
+                "direction": list(synth_short.DIRECTIONS), "count": list(synth_long.COUNT_WORDS)}
 
 
 @dataclass(frozen=True)
@@ -42,6 +77,7 @@ class ModelInfo:
     summary: str  # one line: what the model is
     knows: str  # demo models: what it was trained on and can answer; empty for a real checkpoint
     fps: tuple[int, ...] = ()  # demo models: the frame rates of the clips it learned
+    forms: dict[str, list[str]] = field(default_factory=dict)  # demo models: its phrasings by question type
 
     @property
     def demo(self) -> bool:
@@ -55,10 +91,40 @@ class ModelInfo:
         size = synth_short.CLIP_SIZE
         return not self.demo or (width, height) == (size, size) and any(abs(fps - f) < 0.01 for f in self.fps)
 
+    def knows_question(self, question: str) -> bool:
+        """Whether `question` is one of the phrasings this model learned, answer words in the blanks (always
+        true for a real checkpoint)."""
+        if not self.demo:
+            return True
+        words = _words(question)
+        return any(re.fullmatch(_pattern(t), words) for forms in self.forms.values() for t in forms)
+
     def unlike_notice(self) -> str:
         return (f"⚠️ The {self.name} model was trained only on synthetic clips ({synth_short.CLIP_SIZE}×"
                 f"{synth_short.CLIP_SIZE} px); this clip is not like the clips it was trained on, so its answers "
                 "here are guesses. Try an example clip, or serve a real checkpoint (videoqa serve --model …).")
+
+    def guess_notice(self, clip_known: bool, question: str) -> str | None:
+        """The notice an answer carries when it is a guess: the clip, the question or both unlike the
+        model's training. None when both are of its kind."""
+        unlike = [what for what, known in (("this clip", clip_known), ("this question", self.knows_question(question)))
+                  if not known]
+        if not unlike:
+            return None
+        why = " and ".join(unlike)
+        return (f"⚠️ Guess: {why} {'is' if len(unlike) == 1 else 'are'} unlike what the {self.name} model was "
+                "trained on, so this answer is a guess."
+                + ("" if self.knows_question(question) else " It knows only the question forms in its card "
+                   "(click a suggested question).")
+                + ("" if clip_known else " Try an example clip, or serve a real checkpoint."))
+
+    def forms_markdown(self) -> str:
+        """The card's list: each question type's phrasings and its answer words."""
+        rows = []
+        for kind, forms in self.forms.items():
+            answers = ANSWER_WORDS.get(kind.removeprefix("event_"), ANSWER_WORDS["shape"] if kind == "order" else [])
+            rows.append(f"- **{kind.replace('_', ' ')}** ({', '.join(answers)}): " + " · ".join(forms))
+        return "\n".join(rows)
 
 
 def describe(qa) -> ModelInfo:
@@ -67,13 +133,32 @@ def describe(qa) -> ModelInfo:
     dtype = str(qa.dtype).removeprefix("torch.")
     size = f"{n_params / 1e9:.2f} B" if n_params >= 1e9 else f"{n_params / 1e6:.2f} M"
     if qa.name in DEMOS:
-        trained, answers, fps = DEMOS[qa.name]
+        trained, answers, fps, templates = DEMOS[qa.name]
         clips = _training_clips(qa.name)
         summary = f"Demo model “{qa.name}” ({size} parameters, {dtype}, {qa.device})."
         knows = (f"Trained only on {trained.format(clips=clips)}. It answers questions about {answers}; "
                  "about any other clip its answers are guesses.")
-        return ModelInfo(qa.name, summary, knows, fps)
+        forms: dict[str, list[str]] = {}
+        for t in templates:
+            for kind, phrasings in question_forms(t).items():
+                forms.setdefault(kind, [])
+                forms[kind] += [p for p in phrasings if p not in forms[kind]]
+        return ModelInfo(qa.name, summary, knows, fps, forms)
     return ModelInfo(qa.name, f"Model {Path(qa.name).name or qa.name}: {size} parameters, {dtype}, {qa.device}.", "")
+
+
+def suggestions(card: ModelInfo, examples, clip: str | None) -> list[str]:
+    """Questions to suggest for `clip`: an example clip's own; for another clip, a demo model's phrasings
+    without blanks (one per question type that has one), or a generic question for a real checkpoint."""
+    if clip is None:
+        return []
+    own = [ex.question for ex in examples if str(ex.clip) == str(clip)]
+    if own:
+        return own
+    if not card.demo:
+        return ["What is happening in this video?"]
+    plain = ([f for f in forms if "[" not in f] for forms in card.forms.values())
+    return [forms[0] for forms in plain if forms]  # one per question type that has a phrasing without blanks
 
 
 def _training_clips(name: str) -> str:

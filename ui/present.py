@@ -50,8 +50,8 @@ def encode_label(answer, follow_up: bool) -> str:
     return "cached (follow-up, no re-encode)" if s.encode_cached and follow_up else f"{s.t_encode:.3f} s"
 
 
-def format_stats(answer, follow_up: bool = False) -> str:
-    """The stats panel for one Answer, as a Markdown table."""
+def stats_rows(answer, follow_up: bool = False) -> list[tuple[str, str]]:
+    """The stats of one Answer as (name, value) rows: the table under each answer and the API's stats."""
     s, k, fl = answer.stats, answer.kept, answer.flops
     share = 100 * k.n_kept / k.n_visual if k.n_visual else 100.0
     r_line = r_text(answer)
@@ -60,7 +60,7 @@ def format_stats(answer, follow_up: bool = False) -> str:
     for warning in getattr(answer.decision, "warnings", None) or []:
         r_line += f" ⚠️ {warning}"
     merged = f", {len(k.merged_dropped())} more merged into them" if k.absorbed is not None else ""
-    rows = [
+    return [
         ("frames", f"{s.frames} sampled by the {s.sampler} sampler ({s.t_sample:.3f} s to decode)"),
         ("visual tokens", f"{k.n_visual} → {k.n_kept} kept ({share:.1f}%){merged}"),
         ("method", f"{k.method}, {where_pruned(k.layer)}"),
@@ -73,9 +73,38 @@ def format_stats(answer, follow_up: bool = False) -> str:
                             f"the context")] if getattr(s, "history_dropped", 0) else []),
         ("peak memory", f"{fmt_bytes(s.peak_memory_bytes)} ({s.peak_memory_kind}) · {s.device}, {s.dtype}"),
     ]
-    table = "| answer | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
+
+
+def format_stats(answer, follow_up: bool = False) -> str:
+    """The stats panel for one Answer, as a Markdown table (the API's stats output)."""
+    table = "| answer | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in stats_rows(answer, follow_up))
     # One line shown, the nine rows on demand: on a phone the table was a screen tall.
     return f"{summary_line(answer)}\n\n<details><summary>All stats</summary>\n\n{table}\n\n</details>"
+
+
+def plain_summary(answer) -> str:
+    """What pruning did for one answer, in words: "kept 260 of 520 visual tokens — 30 % less compute"."""
+    k, fl = answer.kept, answer.flops
+    saved = round(100 * (1 - fl.ratio))
+    compute = (f"{saved} % less compute than" if saved > 0 else f"{-saved} % more compute than" if saved < 0
+               else "the same compute as")
+    return (f"Kept {k.n_kept} of {k.n_visual} visual tokens ({where_pruned(k.layer)}) — {compute} unpruned in "
+            f"the prefill (FLOPs {fl.ratio:.3f}×)")
+
+
+def compare_line(answer) -> str:
+    """One method's result in Compare: what pruning did in words, then frames and time."""
+    s = answer.stats
+    return (f"{plain_summary(answer)} · {s.frames} frames ({s.sampler} sampler) · R={format_r(answer.kept.r)} · "
+            f"{s.new_tokens} token{'s' if s.new_tokens != 1 else ''} in {s.t_total:.2f} s")
+
+
+def hit_length_limit(answer, max_new_tokens: int) -> str | None:
+    """A note when the answer used every token it was allowed: it was cut off, not finished (a model repeating
+    itself, "blue blue blue …", is not sure of its answer)."""
+    if answer.stats.new_tokens < max_new_tokens:
+        return None
+    return f"⚠️ cut off at the length limit ({max_new_tokens} tokens)"
 
 
 def summary_line(answer) -> str:

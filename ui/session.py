@@ -55,7 +55,7 @@ class Exchange:
     state: str = "queued"  # queued -> answering -> done | stopped | failed
     answer: str | None = None
     record: dict | None = None
-    notes: list[dict] = field(default_factory=list)  # warnings shown after the answer
+    notes: list[dict] = field(default_factory=list)  # warnings shown after the answer, then its results block
 
 
 @dataclass
@@ -67,7 +67,7 @@ class ChatSession:
     epoch: int = 0  # bumped by each new conversation: answers still running for an older one are dropped
     next_id: int = 0
     stop_below: int = 0  # exchanges with a smaller id are stopped
-    unlike_notice: str | None = None  # said after the next answer: the clip is unlike the demo model's training
+    clip_known: bool = True  # False: the clip is unlike the demo model's training (every answer says so)
     told_history_dropped: bool = False  # the chat said once that the oldest turns no longer fit the context
 
     def __post_init__(self) -> None:
@@ -147,13 +147,13 @@ class ChatSession:
             ex.answer_msg["content"] = html.escape(text, quote=False)
             return True
 
-    def add_notes(self, ex: Exchange, texts: list[str]) -> None:
-        """Notices shown right after `ex`'s answer (before any later question)."""
+    def add_notes(self, ex: Exchange, texts: list[str], results: dict | None = None) -> None:
+        """Notices shown right after `ex`'s answer (before any later question), then its results block."""
         with self.lock:
-            if ex.epoch != self.epoch or not texts:
+            if ex.epoch != self.epoch or not (texts or results):
                 return
             at = _index(self.messages, ex.answer_msg) + 1
-            ex.notes = [notice(t) for t in texts]
+            ex.notes = [notice(t) for t in texts] + ([results] if results else [])
             self.messages[at:at] = ex.notes
 
     def stopped(self, ex: Exchange) -> bool:

@@ -22,8 +22,9 @@ from PIL import Image
 
 from .pruning.base import KeptTokens, VisualLayout
 
-# A dropped patch: grey, its content faintly visible, with light diagonal hatching at display resolution.
-DROP_BASE, DROP_GAIN = 40.0, 0.3  # grey level = DROP_BASE + DROP_GAIN * luma
+# A dropped patch: dimmed, its content faintly visible, with light diagonal hatching at display resolution.
+DROP_BASE, DROP_GAIN = 40.0, 0.3  # level = DROP_BASE + DROP_GAIN * (luma, mixed with DROP_COLOUR of the colour)
+DROP_COLOUR = 0.5  # some of its colour stays: a dropped object still shows where it was (fully grey, it vanished)
 HATCH = (175, 175, 175)
 HATCH_PERIOD, HATCH_WIDTH = 8, 2  # display pixels
 KEPT_OUTLINE = (255, 205, 0)  # amber: where kept patches border dropped ones
@@ -140,7 +141,7 @@ def render_heatmaps(
         else:
             shaded = img.copy()
             shaded[merged_px] = (1 - MERGED_MIX) * img[merged_px] + MERGED_MIX * np.asarray(MERGED_TINT, np.float32)
-            grey = DROP_BASE + DROP_GAIN * img.mean(axis=-1, keepdims=True)
+            grey = DROP_BASE + DROP_GAIN * ((1 - DROP_COLOUR) * img.mean(axis=-1, keepdims=True) + DROP_COLOUR * img)
             dropped = ~kept_px & ~merged_px
             shaded[dropped] = np.broadcast_to(grey, img.shape)[dropped]
         pixels = shaded.clip(0, 255).astype(np.uint8)

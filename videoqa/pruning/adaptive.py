@@ -301,7 +301,8 @@ def _kept_tokens(f: int, tpf: int, limits: Limits, policy: AdaptivePolicy) -> tu
     if limits.context_capped:
         return kept, "context", f"the context allows at most {f} frames; token budget {budget:.0f}"
     if f == policy.base_frames and kept == max_kept_budget:
-        return kept, "default", f"{f} frames as in training, the paper's R={policy.base_r}"
+        paper = " (the paper's)" if policy.base_r == AdaptivePolicy.base_r else ""  # FastV's R=0.5
+        return kept, "default", f"{f} frames as in training, this model's base R={policy.base_r}{paper}"
     return kept, "budget", f"token budget {budget:.0f} for {f} frames (∝ frames^{policy.budget_exponent})"
 
 

@@ -1,0 +1,101 @@
+"""Issue 36: which answers of a demo model are guesses. A question is of its kind when it is one of the
+generator's phrasings (videoqa.synth TEMPLATES) with answer words in the blanks; letter case, spacing and
+punctuation aside. Checked against the phrasings filled in by the generator's own `str.format`."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from videoqa.ui.model_info import ModelInfo, question_forms, suggestions
+from videoqa.ui.present import plain_summary
+from videoqa.ui.turns import with_times
+
+from videoqa.synth import long as synth_long
+from videoqa.synth import short as synth_short
+
+
+def card(name: str = "demo-long") -> ModelInfo:
+    forms: dict[str, list[str]] = {}
+    for templates in (synth_short.TEMPLATES, synth_long.TEMPLATES):
+        for kind, phrasings in question_forms(templates).items():
+            forms.setdefault(kind, []).extend(p for p in phrasings if p not in forms[kind])
+    return ModelInfo(name, "summary", "knows", (synth_long.FPS, synth_short.FPS), forms)
+
+
+def filled() -> list[str]:
+    """Every question the generators can write (their templates, every answer word in each blank)."""
+    out = []
+    for t in itertools.chain(*synth_short.TEMPLATES.values()):
+        out += [t.format(colour=c, shape=s) for c in synth_short.COLOURS for s in synth_short.SHAPES]
+    for t in itertools.chain(*synth_long.TEMPLATES.values()):
+        out += [t.format(a=a, b=b) for a in synth_short.SHAPES for b in synth_short.SHAPES if a != b]
+    return out
+
+
+def test_every_generated_question_is_known_however_typed():
+    c = card()
+    for q in filled():
+        assert c.knows_question(q), q
+        assert c.knows_question("  " + q.upper().rstrip("?") + " ?? "), q
+        assert c.guess_notice(True, q) is None
+
+
+@pytest.mark.parametrize("question", [
+    "What shape is moving in this video clip?",  # the issue's: a trained form with more words
+    "Which way does it move?", "Is there a square?", "What is the background?",
+    "Is it moving fast?", "How many objects are there?",
+    "Which colour is the hexagon?",  # a form it knows, a word it does not
+])
+def test_questions_unlike_the_trained_forms_are_guesses(question):
+    c = card()
+    assert not c.knows_question(question)
+    notice = c.guess_notice(True, question)
+    assert notice and "this question" in notice and "this clip" not in notice
+    both = c.guess_notice(False, question)
+    assert "this clip and this question are unlike" in both
+
+
+def test_a_real_checkpoint_never_guesses_and_a_clip_unlike_training_always_does():
+    real = ModelInfo("some/checkpoint", "summary", "")
+    assert real.knows_question("Anything at all?") and real.guess_notice(True, "Anything at all?") is None
+    q = synth_short.TEMPLATES["shape"][0]
+    assert "this clip is unlike" in card().guess_notice(False, q)
+
+
+def test_suggestions_are_the_clips_own_or_known_forms():
+    c = card("demo")
+    generic = suggestions(c, [], "/some/upload.mp4")
+    assert len(generic) >= 3 and all(c.knows_question(q) for q in generic)
+    kinds = [next(kind for kind, forms in c.forms.items() if q in forms) for q in generic]
+    assert len(set(kinds)) == len(generic)  # one per question type
+    assert suggestions(ModelInfo("x", "s", ""), [], "/a.mp4") == ["What is happening in this video?"]
+    assert suggestions(c, [], None) == []
+
+
+class _Stats:
+    def __init__(self, ratio):
+        self.ratio = ratio
+
+
+def test_plain_summary_and_compare_captions():
+    from types import SimpleNamespace
+
+    answer = SimpleNamespace(kept=SimpleNamespace(n_kept=260, n_visual=520, layer=2), flops=_Stats(0.7))
+    assert plain_summary(answer).startswith("Kept 260 of 520 visual tokens (at LLM layer K=2) — 30 % less compute")
+    answer.flops = _Stats(1.0)
+    assert "the same compute as unpruned" in plain_summary(answer)
+    images = [(None, "#1\u00a0·\u00a040/64"), (None, "#2\u00a0·\u00a012/64 +3\u00a0merged")]
+    assert [c for _, c in with_times(images, [0.0, 1.25])] == [
+        "#1\u00a0·\u00a00.00\u00a0s\u00a0·\u00a040/64", "#2\u00a0·\u00a01.25\u00a0s\u00a0·\u00a012/64 +3\u00a0merged"]
+
+
+def test_the_default_r_reason_names_the_paper_only_for_its_r():
+    from videoqa.pruning.adaptive import AdaptivePolicy, Limits, _kept_tokens
+
+    for base_r, paper in ((0.5, True), (0.0, False)):
+        policy = AdaptivePolicy(base_r=base_r)
+        big = 10**9  # no limit but the budget binds
+        limits = Limits(big, big, False, False, False, policy.base_frames, big)
+        _, bound, why = _kept_tokens(policy.base_frames, 65, limits, policy)
+        assert bound == "default" and ("the paper's" in why) == paper, why
