@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=16)
     args = p.parse_args(argv)
     kind = "demo-long" if args.long or args.model == "demo-long" else "demo"
-    qa = VideoQA.from_pretrained(args.model, max_new_tokens=4)
+    qa = VideoQA.from_pretrained(args.model, max_new_tokens=8)
     hits: dict[tuple[str, str], list[bool]] = {}
     wrong: dict[tuple[str, str], list[str]] = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -159,9 +159,9 @@ def build_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: i
     from synth.ALL_TYPES (yes/no, how many, the unanswerable ones) as well."""
     types = synth.ALL_TYPES if extra else synth.QUESTION_TYPES
     if turns <= 3:
-        qas = [synth.questions(scene, rng, types)[k] for k in rng.permutation(len(types))[:3]]
+        qas = [synth.questions(scene, rng, types, synth.TEMPLATES)[k] for k in rng.permutation(len(types))[:3]]
     else:
-        qas = [synth.questions(scene, rng, types)[int(rng.integers(len(types)))]
+        qas = [synth.questions(scene, rng, types, synth.TEMPLATES)[int(rng.integers(len(types)))]
                for _ in range(int(rng.integers(1, turns + 1)))]
     return pack_turns(tok, [(q, a, dir_weight if qtype == "direction" else 1.0) for q, a, qtype in qas],
                       n_video, context)
@@ -227,7 +227,7 @@ def evaluate(
             padding=True,
             return_tensors="pt",
         )
-        out = model.generate(**inputs, max_new_tokens=4, do_sample=False, pad_token_id=PAD_ID)
+        out = model.generate(**inputs, max_new_tokens=8, do_sample=False, pad_token_id=PAD_ID)
         texts = processor.batch_decode(out[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
         for (_, q, a, qtype), text in zip(chunk, texts, strict=True):
             ok = normalise(text) == a

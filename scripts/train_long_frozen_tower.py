@@ -153,9 +153,9 @@ def questions(scene, rng, idx: list[int] | None, erased: bool, direction: bool =
     event; about an erased clip the answer is "none" ("zero" flashes). `extra`: the EXTRA_TYPES too."""
     if not isinstance(scene, synth_long.LongScene):
         types = synth.ALL_TYPES if extra else synth.QUESTION_TYPES
-        return [(q, ans, t, False) for q, ans, t in synth.questions(scene, rng, types)]
+        return [(q, ans, t, False) for q, ans, t in synth.questions(scene, rng, types, synth.TEMPLATES)]
     out = []
-    for q, ans, t in synth_long.questions(scene, rng, extra):
+    for q, ans, t in synth_long.questions(scene, rng, extra, synth_long.TEMPLATES):
         event = t in synth_long.KIND_TYPES[scene.kind]
         if t == "direction" and not direction:
             continue

@@ -70,6 +70,8 @@ EXTRA_TYPES = ["unknown"]  # trained, never in an eval split (phrasings.py says 
 # Phrasings per type; "{a}"/"{b}" are the two shapes an order question names. HELD_OUT_TEMPLATES: never trained on.
 TEMPLATES: dict[str, list[str]] = phrasings.LONG
 HELD_OUT_TEMPLATES: dict[str, list[str]] = phrasings.LONG_HELD_OUT
+# The eval splits' phrasings: the first two of each type, the forms the shipped weights were first trained on
+EVAL_TEMPLATES: dict[str, list[str]] = {qtype: forms[:2] for qtype, forms in TEMPLATES.items()}
 
 
 @dataclass
@@ -237,9 +239,9 @@ def metadata(scene: LongScene) -> dict:
 
 
 def questions(scene: LongScene, rng: np.random.Generator, extra: bool = False,
-              templates: dict[str, list[str]] = TEMPLATES) -> list[tuple[str, str, str]]:
+              templates: dict[str, list[str]] = EVAL_TEMPLATES) -> list[tuple[str, str, str]]:
     """(question, answer, type): the moving shape's three, then the event's (then, with `extra`, the EXTRA_TYPES);
-    phrasing drawn at random from `templates`."""
+    phrasing drawn at random from `templates` (the eval splits' by default; training passes TEMPLATES)."""
     main = scene.main
     answers = {"colour": main.colour, "shape": main.shape, "direction": main.direction}
     if scene.kind == "object":

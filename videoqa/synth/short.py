@@ -48,6 +48,9 @@ ALL_TYPES = QUESTION_TYPES + EXTRA_TYPES
 # clip's own attributes, "{a}" with the shape an `exists` question names. HELD_OUT_TEMPLATES are never trained on.
 TEMPLATES: dict[str, list[str]] = phrasings.SHORT
 HELD_OUT_TEMPLATES: dict[str, list[str]] = phrasings.SHORT_HELD_OUT
+# The eval splits' phrasings: the first three of each type, the forms the shipped weights were first trained on, so a
+# split (and every figure measured on one) asks the same questions whatever phrasings training adds.
+EVAL_TEMPLATES: dict[str, list[str]] = {qtype: forms[:3] for qtype, forms in TEMPLATES.items()}
 UNKNOWN, YES_NO, HOW_MANY = phrasings.UNKNOWN, phrasings.YES_NO, phrasings.HOW_MANY
 
 SPLIT_IDS = {"train": 0, "test": 1, "samples": 2}
@@ -177,8 +180,9 @@ def read_frames(path: str | Path, num_frames: int = 8) -> np.ndarray:
 
 
 def questions(scene: Scene, rng: np.random.Generator, types: list[str] = QUESTION_TYPES,
-              templates: dict[str, list[str]] = TEMPLATES) -> list[tuple[str, str, str]]:
-    """One (question, answer, type) per question type in `types`, phrasing drawn at random from `templates`."""
+              templates: dict[str, list[str]] = EVAL_TEMPLATES) -> list[tuple[str, str, str]]:
+    """One (question, answer, type) per question type in `types`, phrasing drawn at random from `templates` (the
+    eval splits' by default; training passes TEMPLATES)."""
     out = []
     for qtype in types:
         template = templates[qtype][int(rng.integers(len(templates[qtype])))]
