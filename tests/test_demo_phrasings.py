@@ -86,3 +86,54 @@ def test_long_questions_fill_every_placeholder(templates):
             assert "{" not in q and a
             if t == "order":
                 assert a in q
+
+
+def test_fine_tune_conversations_ask_every_type_in_every_trained_form_and_learn_only_answers():
+    """train_demo.py --extra-types: the learned tokens are the answers (and </s>), recomputed from the scene."""
+    from transformers import VideoLlavaProcessor
+
+    from scripts import train_demo
+    from videoqa.models.tiny import EOS_ID, VIDEO_ID
+    from videoqa.synth.phrasings import HOW_MANY, UNKNOWN, YES_NO
+
+    tok = VideoLlavaProcessor.from_pretrained(train_demo.HERE / "demo-model").tokenizer
+    allowed = {*synth.COLOURS, *synth.SHAPES, *synth.DIRECTIONS, *YES_NO, HOW_MANY, UNKNOWN}
+    rng = np.random.default_rng(1)
+    learned_words = set()
+    for scene in synth.make_split("train", 30):
+        ids, weights = train_demo.build_sequence(tok, scene, rng, n_video=4, dir_weight=2.0, turns=12, extra=True)
+        assert ids.count(VIDEO_ID) == 4
+        answer, words = [], []
+        for i, w in zip(ids, weights, strict=True):
+            if w and i == EOS_ID:
+                words.append(tok.decode(answer).strip())
+                answer = []
+            elif w:
+                answer.append(i)
+        assert words and set(words) <= allowed | {scene.colour}, words
+        learned_words |= set(words)
+    assert {UNKNOWN, HOW_MANY, "yes", "no"} <= learned_words
+
+
+def test_long_fine_tune_asks_the_trained_forms_and_unknown():
+    """train_long_frozen_tower.py --extra-types 1: long clips get "unknown" too, in the grown TEMPLATES; an event
+    question only when the frames show the event, "none" / "zero" about an erased clip."""
+    from scripts import train_long_frozen_tower as tl
+
+    trained = _all(synth_long.TEMPLATES)
+    for i, scene in enumerate(synth_long.make_split("train", 12)):
+        idx = synth_long.sample_indices(scene.n_frames, 8)
+        for erased in (False, True):
+            qas = tl.questions(scene, np.random.default_rng(i), idx, erased, True, True)
+            got = {t: a for _, a, t, _ in qas}
+            assert got["unknown"] == "unknown" and got["colour"] == scene.main.colour
+            events = [t for t in got if t in synth_long.KIND_TYPES[scene.kind]]
+            assert bool(events) == (erased or synth_long.shows(scene, idx))
+            if erased:
+                assert {got[t] for t in events} <= {"none", "zero"}
+            assert all(any(_matches(q, f) for f in trained) for q, *_ in qas), qas
+
+
+def _matches(question: str, form: str) -> bool:
+    shapes = synth.SHAPES
+    return any(question == form.format(a=a, b=b) for a in shapes for b in shapes)
