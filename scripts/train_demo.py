@@ -72,6 +72,7 @@ class TrainArgs:
     tower_weight: float = 0.0  # weight of the tower's per-patch and [CLS] targets (scripts/long_tower.py); 0 = off
     chat_clips: int = 0  # held-out clips of 30-turn chats (FastV R=auto), added to checkpoint selection; 0 = off
     mc_share: float = 0.0  # share of sequences that are one multiple-choice question answered by its letter
+    extra_types: bool = False  # also ask synth.EXTRA_TYPES (yes/no, how many, "unknown"); evaluated with them too
 
 
 def make_spec(a: TrainArgs) -> TinySpec:
@@ -152,28 +153,38 @@ def warmup_cosine(lr: float, warmup: int, steps: int, floor: float):
 
 
 def build_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: int, dir_weight: float,
-                   turns: int = 3, context: int = 1024):
+                   turns: int = 3, context: int = 1024, extra: bool = False):
     """Token ids and per-token loss weights for one packed conversation about `scene`: its three questions in
     random order, or (turns > 3) 1..turns questions drawn again and again, each phrased afresh, so that a long
-    chat, whose history repeats questions, is something the model has seen."""
+    chat, whose history repeats questions, is something the model has seen. With `extra`, questions are drawn
+    from synth.ALL_TYPES (yes/no, how many, the unanswerable ones) as well."""
+    types = synth.ALL_TYPES if extra else synth.QUESTION_TYPES
     if turns <= 3:
-        qas = [synth.questions(scene, rng)[k] for k in rng.permutation(3)]
+        qas = [synth.questions(scene, rng, types, synth.TEMPLATES)[k] for k in rng.permutation(len(types))[:3]]
     else:
-        qas = [synth.questions(scene, rng)[int(rng.integers(3))] for _ in range(int(rng.integers(1, turns + 1)))]
+        qas = [synth.questions(scene, rng, types, synth.TEMPLATES)[int(rng.integers(len(types)))]
+               for _ in range(int(rng.integers(1, turns + 1)))]
     return pack_turns(tok, [(q, a, dir_weight if qtype == "direction" else 1.0) for q, a, qtype in qas],
                       n_video, context)
 
 
-def build_mc_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: int):
+def mc_question(scene: synth.Scene, rng: np.random.Generator,
+                templates: dict[str, list[str]] = synth.TEMPLATES) -> tuple[str, str, str]:
     """One of the clip's questions as `videoqa eval --dataset videomme` asks it (videoqa.synth.mc's four options,
-    Video-MME's prompt), answered by the right option's letter."""
+    Video-MME's prompt): (prompt, the right option's letter, type)."""
     from videoqa.eval.mc_layouts import videomme_prompt
     from videoqa.synth.mc import options_for
 
-    question, answer, kind = synth.questions(scene, rng)[int(rng.integers(3))]
+    question, answer, kind = synth.questions(scene, rng, templates=templates)[int(rng.integers(3))]
     options, letter = options_for(answer, kind, rng)
     listing = "\n".join(f"{L}. {o}" for L, o in zip("ABCD", options, strict=True))
-    return pack_turns(tok, [(videomme_prompt(question, listing), letter, 1.0)], n_video)
+    return videomme_prompt(question, listing), letter, kind
+
+
+def build_mc_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: int):
+    """One multiple-choice question about the clip (mc_question), answered by its letter."""
+    prompt_text, letter, _ = mc_question(scene, rng)
+    return pack_turns(tok, [(prompt_text, letter, 1.0)], n_video)
 
 
 def collate(seqs: list[tuple[list[int], list[float]]]):
@@ -217,7 +228,7 @@ def evaluate(
             padding=True,
             return_tensors="pt",
         )
-        out = model.generate(**inputs, max_new_tokens=4, do_sample=False, pad_token_id=PAD_ID)
+        out = model.generate(**inputs, max_new_tokens=8, do_sample=False, pad_token_id=PAD_ID)
         texts = processor.batch_decode(out[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
         for (_, q, a, qtype), text in zip(chunk, texts, strict=True):
             ok = normalise(text) == a
@@ -265,12 +276,19 @@ def conversation_accuracy(model, processor, scenes: list[synth.Scene], workdir: 
     return float(np.mean(hits))
 
 
-def eval_items(scenes: list[synth.Scene], workdir: Path, seed: int) -> list[tuple[np.ndarray, str, str, str]]:
+def eval_items(scenes: list[synth.Scene], workdir: Path, seed: int, extra: bool = False,
+               mc: bool = False) -> list[tuple[np.ndarray, str, str, str]]:
+    """(frames, question, answer, type) of each clip's questions (with `extra`, of synth.ALL_TYPES; with `mc`, one
+    multiple-choice question too, type "mc"), in the trained phrasings."""
     items = []
     for scene in scenes:
         frames = clip_frames(scene, workdir)
         rng = np.random.default_rng([seed, 99, int(scene.name.split("_")[-1])])
-        items += [(frames, q, a, t) for q, a, t in synth.questions(scene, rng)]
+        items += [(frames, q, a, t) for q, a, t in
+                  synth.questions(scene, rng, synth.ALL_TYPES if extra else synth.QUESTION_TYPES)]
+        if mc:
+            q, letter, _ = mc_question(scene, np.random.default_rng([seed, 96, int(scene.name.split("_")[-1])]))
+            items.append((frames, q, letter.lower(), "mc"))
     return items
 
 
@@ -338,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = Path(a.cache)
     cache.mkdir(parents=True, exist_ok=True)
     test = synth.test_scenes(a.eval_clips, a.seed)
-    items = eval_items(test, cache, a.seed)
+    items = eval_items(test, cache, a.seed, a.extra_types, a.mc_share > 0)
 
     if a.eval_only:
         model = VideoLlavaForConditionalGeneration.from_pretrained(out, **LOAD_KWARGS).eval()
@@ -406,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         ids, mask, w = collate([
             build_mc_sequence(tok, train[i], rng, n_video) if rng.random() < a.mc_share else
             build_sequence(tok, train[i], rng, n_video, a.dir_weight, a.turns,
-                           config.text_config.max_position_embeddings) for i in idx])
+                           config.text_config.max_position_embeddings, a.extra_types) for i in idx])
         logits = model(input_ids=ids, attention_mask=mask, pixel_values_videos=pixels[idx].float()).logits
         vocab = logits.shape[-1]
         ce = F.cross_entropy(logits[:, :-1].reshape(-1, vocab), ids[:, 1:].reshape(-1), reduction="none")

@@ -35,4 +35,12 @@ train --out "$runs/stage4" --resume "$runs/stage3" --tower-clips 1500 --tower-sh
 train --out "$runs/stage5" --resume "$runs/stage4" --tower-clips 1500 --tower-short 1500 --tower-steps 8000 \
     --extra-clips 4800 --extra-short 3000 --steps 1200 --curriculum 0 --window-frac 0.3 --short-frac 0.2 \
     --event-weight 3 --lr 3e-4 --warmup 20 --eval-every 300 --select-long 150 --val-counts 8,16,24,max
-echo "the model: $runs/stage5 (copy it to samples/demo-long-model, then: videoqa bench long --sweep --write-card ...)"
+# Stage 6 fine-tunes stage 5 whole (its tower stays frozen and makes the features of 300 long and 600 short clips):
+# many phrasings, "unknown" for questions the clips cannot answer, the short clips' yes/no and how-many questions
+# (--extra-types 1) and lettered multiple-choice answers on short clips (--mc-frac) - issues 35 and 36. Stages 1-5
+# were trained when videoqa/synth TEMPLATES held two or three phrasings a type (commit 101b147).
+python -m scripts.train_long_frozen_tower --finetune "$runs/stage5" --out "$runs/stage6" --cache "$runs/cache6" \
+    --long-clips 300 --erase-clips 100 --short-clips 600 --val-long 20 --val-short 20 --val-counts 8,24 --steps 300 \
+    --lr 3e-4 --warmup 20 --curriculum 0 --window-frac 0.3 --short-frac 0.25 --event-weight 3 --eval-every 100 \
+    --extra-types 1 --mc-frac 0.2 --max-minutes 45
+echo "the model: $runs/stage6 (copy it to samples/demo-long-model, then: videoqa bench long --sweep --write-card ...)"

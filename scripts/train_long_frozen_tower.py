@@ -105,10 +105,18 @@ class LongArgs:
     max_minutes: float = 80.0
     threads: int = 1
     cache: str = "/tmp/demo_long_cache_v3"
+    finetune: str = ""  # a model of this recipe to fine-tune whole: its tower (frozen) makes the features, no tower
+    # is trained and no layers are added (--add-layers only says which layers get --old-lr-scale)
+    extra_types: int = 0  # 1: also ask the EXTRA_TYPES of synth.short / synth.long (yes/no, how many, "unknown")
+    mc_frac: float = 0.0  # share of steps that are short clips' multiple-choice questions, answered by the letter
 
 
 def build(a: LongArgs) -> tuple[VideoLlavaForConditionalGeneration, VideoLlavaProcessor]:
-    """A fresh 16 px-patch tower and projector; the demo's LLM grown by identity layers to a longer context."""
+    """A fresh 16 px-patch tower and projector; the demo's LLM grown by identity layers to a longer context. With
+    --finetune, that model as it is."""
+    if a.finetune:
+        return (VideoLlavaForConditionalGeneration.from_pretrained(a.finetune, **LOAD_KWARGS),
+                VideoLlavaProcessor.from_pretrained(a.finetune, **LOAD_KWARGS))
     old = VideoLlavaForConditionalGeneration.from_pretrained(a.init, **LOAD_KWARGS)
     cfg = old.config
     cfg.vision_config.patch_size = a.patch
@@ -140,13 +148,15 @@ def tokens_per_frame(model) -> int:
     return (v.image_size // v.patch_size) ** 2 + 1
 
 
-def questions(scene, rng, idx: list[int] | None, erased: bool, direction: bool = True) -> list[tuple]:
+def questions(scene, rng, idx: list[int] | None, erased: bool, direction: bool = True,
+              extra: bool = False) -> list[tuple]:
     """(question, answer, type, is_event) a sequence may ask: event questions only when the frames show the
-    event; about an erased clip the answer is "none" ("zero" flashes)."""
+    event; about an erased clip the answer is "none" ("zero" flashes). `extra`: the EXTRA_TYPES too."""
     if not isinstance(scene, synth_long.LongScene):
-        return [(q, ans, t, False) for q, ans, t in synth.questions(scene, rng)]
+        types = synth.ALL_TYPES if extra else synth.QUESTION_TYPES
+        return [(q, ans, t, False) for q, ans, t in synth.questions(scene, rng, types, synth.TEMPLATES)]
     out = []
-    for q, ans, t in synth_long.questions(scene, rng):
+    for q, ans, t in synth_long.questions(scene, rng, extra, synth_long.TEMPLATES):
         event = t in synth_long.KIND_TYPES[scene.kind]
         if t == "direction" and not direction:
             continue
@@ -196,17 +206,24 @@ class Data:
         scene = self.long[c]
         feats = (self.erased[c] if erase else self.feats[c])[idx]
         self.shown.append((synth_long.erased(scene) if erase else scene, idx))
-        qas = questions(scene, rng, idx, erase, direction)
+        qas = questions(scene, rng, idx, erase, direction, bool(self.a.extra_types))
         return sequence(self.tok, qas, len(idx) * self.tpf, self.a, rng), feats
 
     def step(self, step: int, rng):
         a = self.a
         self.shown = []  # (scene as shown, frame numbers) of each sequence: what frame_targets needs
+        if a.mc_frac and rng.random() < a.mc_frac:
+            n = a.tokens_per_step // (8 * self.tpf + 120)
+            pick = rng.integers(len(self.short), size=n)
+            self.shown = [(self.short[i], SHORT_FRAMES) for i in pick]
+            return ([td.pack_turns(self.tok, [(*td.mc_question(self.short[i], rng)[:2], 1.0)], 8 * self.tpf)
+                     for i in pick], [self.short_feats[i] for i in pick], "mc")
         if rng.random() < a.short_frac:
             n = a.tokens_per_step // (8 * self.tpf + 60)
             pick = rng.integers(len(self.short), size=n)
             self.shown = [(self.short[i], SHORT_FRAMES) for i in pick]
-            return ([sequence(self.tok, questions(self.short[i], rng, None, False), 8 * self.tpf, a, rng)
+            return ([sequence(self.tok, questions(self.short[i], rng, None, False, extra=bool(a.extra_types)),
+                              8 * self.tpf, a, rng)
                      for i in pick], [self.short_feats[i] for i in pick], "short")
         if step <= a.curriculum * a.steps or rng.random() < a.window_frac:
             n = a.tokens_per_step // (8 * self.tpf + 80)
@@ -251,8 +268,9 @@ def val_scenes(a: LongArgs) -> tuple[list, list]:
 def cache_file(a: LongArgs, cache: Path) -> Path:
     """Where stage 1 (the tower) and its features are cached: named by the settings that make them."""
     names = ("seed", "long_clips", "erase_clips", "short_clips", "val_long", "val_short", "patch", "tower_clips",
-             "tower_short", "tower_steps", "tower_batch", "tower_lr", "brief_weight", "pos_weight")
-    key = json.dumps({k: v for k, v in asdict(a).items() if k in names and (k != "pos_weight" or v)}, sort_keys=True)
+             "tower_short", "tower_steps", "tower_batch", "tower_lr", "brief_weight", "pos_weight", "finetune")
+    key = json.dumps({k: v for k, v in asdict(a).items() if k in names and (k not in ("pos_weight", "finetune") or v)},
+                     sort_keys=True)
     return cache / f"features_{hashlib.sha1(key.encode()).hexdigest()[:10]}.pt"
 
 
@@ -340,16 +358,22 @@ def prepare(a: LongArgs, model, processor, cache: Path, log) -> dict:
     short_train = synth.make_split("train", a.short_clips, a.seed)
     grid = model.config.vision_config.image_size // a.patch
     t0 = time.time()
-    # the tower's clips are a prefix of the same train streams (more of them than the language stage's base set
-    # is fine: those are --extra-clips later)
-    tdata = lt.tower_data(synth_long.make_split("train", a.tower_clips, a.seed),
-                          synth.make_split("train", a.tower_short, a.seed), processor, cache, grid, rng)
-    log(f"tower data: {len(tdata[0])} frames in {time.time() - t0:.0f}s")
-    acc = lt.train_tower(tower, model.config.vision_feature_layer, tdata, a.tower_steps, a.tower_batch,
-                         a.tower_lr, a.brief_weight, rng, log, a.pos_weight)
-    log(f"tower held-back accuracy {json.dumps({k: round(v, 3) for k, v in acc.items()})} "
-        f"({time.time() - t0:.0f}s)")
-    del tdata
+    if a.finetune:  # the model's own tower, as its record measured it
+        for p in tower.parameters():
+            p.requires_grad_(False)
+        tower.eval()
+        acc = json.loads((Path(a.finetune) / "training.json").read_text())["tower"]["held_back_accuracy"]
+    else:
+        # the tower's clips are a prefix of the same train streams (more of them than the language stage's base
+        # set is fine: those are --extra-clips later)
+        tdata = lt.tower_data(synth_long.make_split("train", a.tower_clips, a.seed),
+                              synth.make_split("train", a.tower_short, a.seed), processor, cache, grid, rng)
+        log(f"tower data: {len(tdata[0])} frames in {time.time() - t0:.0f}s")
+        acc = lt.train_tower(tower, model.config.vision_feature_layer, tdata, a.tower_steps, a.tower_batch,
+                             a.tower_lr, a.brief_weight, rng, log, a.pos_weight)
+        log(f"tower held-back accuracy {json.dumps({k: round(v, 3) for k, v in acc.items()})} "
+            f"({time.time() - t0:.0f}s)")
+        del tdata
     short_val, long_val = val_scenes(a)
     data = {"tower_acc": acc, "tower_minutes": (time.time() - t0) / 60}
     data["feats"] = featurise(model, processor, long_train, cache)
@@ -444,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
 
     lr_at = td.warmup_cosine(a.lr, a.warmup, a.steps, floor=0.05)
 
-    stages = td.earlier_stages(a.resume)  # the runs before this one: the recipe is all of them
+    stages = td.earlier_stages(a.finetune or a.resume)  # the runs before this one: the recipe is all of them
     rng = np.random.default_rng([a.seed, 7])
     history, best, losses, kinds, t0 = [], -1.0, [], {}, time.time()
     model.train()

@@ -426,3 +426,38 @@ def test_the_fine_tune_sequences_ask_as_eval_asks_and_teach_the_letter():
     assert body == videomme_prompt(question, listing)
     options = [line[3:] for line in lines[2:6]]
     assert options["ABCD".index(letter)] in (scene.colour, scene.shape, scene.direction) and len(set(options)) == 4
+
+
+def test_demo_set_missing_video_no_option_and_bad_layout(tmp_path, capsys):
+    """Issue 35's bad input on the demo's own set: a missing clip's questions are error records (not asked, not
+    scored, counted apart), a reply that names no option is scored wrong and counted, and a row without a field the
+    layout needs is one line naming the file and the field."""
+    from videoqa.synth.mc import write_videomme
+
+    root, _ = write_videomme(tmp_path / "mc", n=2)
+    gone = json.loads((root / "videomme" / "test.json").read_text())[0]["videoID"]
+    (root / "data" / f"{gone}.mp4").unlink()
+    ds = load_mc_dataset("videomme", root)
+    present = [it for it in ds.items if it.video is not None]
+    replies = {it.prompt: ("hexagon" if i == 0 else it.answer) for i, it in enumerate(present)}  # no option
+
+    def produce(todo):
+        return local_records(todo, lambda video, question: {"answer": replies[question]})
+
+    res = run_mc_eval(ds, tmp_path / "run", produce, {"model": "stand-in"}, progress=False)
+    assert (res["questions"], res["missing_videos"], res["scored"]) == (6, 3, 3)
+    assert (res["no_option"], res["correct"], res["accuracy"]) == (1, 2, pytest.approx(2 / 3))
+    audit = [json.loads(x) for x in (tmp_path / "run" / "audit.jsonl").read_text().splitlines()]
+    lost = [a for a in audit if a["video_name"] == gone]
+    assert len(lost) == 3 and all(a["status"] == "missing_video" and a["reply"] is None for a in lost)
+    assert all(gone in a["error"] and str(root) in a["error"] for a in lost), lost[0]["error"]
+    recorded = {json.loads(x)["key"] for x in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()}
+    assert recorded == {it.question_id for it in present}  # nothing was asked about the missing clip
+
+    rows = json.loads((root / "videomme" / "test.json").read_text())
+    del rows[1]["options"]
+    (root / "videomme" / "test.json").write_text(json.dumps(rows))
+    code = cli_main(["eval", "--dataset", "videomme", "--root", str(root), "--no-progress",
+                     "--out", str(tmp_path / "run2")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.endswith(f"{root / 'videomme' / 'test.json'}: entry 1 has no 'options'"), err

@@ -68,7 +68,9 @@ def audit_rows(ds: MCDataset, predictions: dict[str, dict]) -> list[dict]:
                   else "correct" if letter == it.answer else "no_option" if letter is None else "wrong")
         rows.append({"id": it.question_id, "video_name": it.video_name, "prompt": it.prompt, "options": it.options,
                      "answer": it.answer, "reply": reply, "pred": letter, "categories": it.categories,
-                     "status": status, "error": (rec or {}).get("error")})
+                     "status": status, "error": (f"video {it.video_name!r} not found under {ds.root}: not asked, "
+                                                 "not scored, counted as missing" if it.video is None
+                                                 else (rec or {}).get("error"))})
     return rows
 
 

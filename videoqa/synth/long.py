@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
+from . import phrasings
 from . import short as synth
 
 FPS = 4
@@ -65,16 +66,12 @@ COUNT_WORDS = ["one", "two", "three"]
 QUESTION_TYPES = ["colour", "shape", "direction", "event_colour", "event_shape", "count", "order"]
 KIND_TYPES = {"object": ["event_colour", "event_shape"], "flash": ["count"], "order": ["order"]}
 
-TEMPLATES: dict[str, list[str]] = {
-    "colour": ["What colour is the moving shape?", "What color is the moving object?"],
-    "shape": ["What shape is moving?", "Which shape moves across the video?"],
-    "direction": ["Which direction does the moving shape go?", "In which direction is the shape moving?"],
-    "event_colour": ["What colour is the shape that appears briefly?",
-                     "What color is the object that shows up for a moment?"],
-    "event_shape": ["What shape appears briefly?", "Which shape shows up for a moment?"],
-    "count": ["How many times does the screen flash?", "How many flashes are there?"],
-    "order": ["Which appears first, the {a} or the {b}?", "Which shape shows up first: the {a} or the {b}?"],
-}
+EXTRA_TYPES = ["unknown"]  # trained, never in an eval split (phrasings.py says what it answers)
+# Phrasings per type; "{a}"/"{b}" are the two shapes an order question names. HELD_OUT_TEMPLATES: never trained on.
+TEMPLATES: dict[str, list[str]] = phrasings.LONG
+HELD_OUT_TEMPLATES: dict[str, list[str]] = phrasings.LONG_HELD_OUT
+# The eval splits' phrasings: the first two of each type, the forms the shipped weights were first trained on
+EVAL_TEMPLATES: dict[str, list[str]] = {qtype: forms[:2] for qtype, forms in TEMPLATES.items()}
 
 
 @dataclass
@@ -241,8 +238,10 @@ def metadata(scene: LongScene) -> dict:
     }
 
 
-def questions(scene: LongScene, rng: np.random.Generator) -> list[tuple[str, str, str]]:
-    """(question, answer, type): the moving shape's three, then the event's; phrasing drawn at random."""
+def questions(scene: LongScene, rng: np.random.Generator, extra: bool = False,
+              templates: dict[str, list[str]] = EVAL_TEMPLATES) -> list[tuple[str, str, str]]:
+    """(question, answer, type): the moving shape's three, then the event's (then, with `extra`, the EXTRA_TYPES);
+    phrasing drawn at random from `templates` (the eval splits' by default; training passes TEMPLATES)."""
     main = scene.main
     answers = {"colour": main.colour, "shape": main.shape, "direction": main.direction}
     if scene.kind == "object":
@@ -251,10 +250,12 @@ def questions(scene: LongScene, rng: np.random.Generator) -> list[tuple[str, str
         answers["count"] = COUNT_WORDS[len(scene.events) - 1]
     else:
         answers["order"] = scene.events[0].shape
+    if extra:
+        answers["unknown"] = phrasings.UNKNOWN
     options = [str(s) for s in rng.permutation(sorted(s for s in synth.SHAPES if s != main.shape))]
     out = []
-    for qtype in [t for t in QUESTION_TYPES if t in answers]:
-        template = TEMPLATES[qtype][int(rng.integers(len(TEMPLATES[qtype])))]
+    for qtype in [t for t in QUESTION_TYPES + EXTRA_TYPES if t in answers]:
+        template = templates[qtype][int(rng.integers(len(templates[qtype])))]
         out.append((template.format(a=options[0], b=options[1]), answers[qtype], qtype))
     return out
 

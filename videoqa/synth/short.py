@@ -27,6 +27,8 @@ import av
 import numpy as np
 from PIL import Image, ImageDraw
 
+from . import phrasings
+
 COLOURS: dict[str, tuple[int, int, int]] = {
     "red": (220, 40, 40),
     "green": (40, 190, 60),
@@ -39,24 +41,17 @@ SHAPES = ["circle", "square", "triangle"]
 DIRECTIONS = {"left": (-1, 0), "right": (1, 0), "up": (0, -1), "down": (0, 1)}
 QUESTION_TYPES = ["colour", "shape", "direction"]
 
-# Several phrasings per type; "{colour}"/"{shape}" are filled with the clip's own attributes.
-TEMPLATES: dict[str, list[str]] = {
-    "colour": [
-        "What colour is the shape?",
-        "What color is the moving object?",
-        "Which colour is the {shape}?",
-    ],
-    "shape": [
-        "What shape is moving?",
-        "What is the shape of the {colour} object?",
-        "Which shape is in the video?",
-    ],
-    "direction": [
-        "Which direction does the {colour} {shape} move?",
-        "In which direction is the shape moving?",
-        "Where is the object moving: left, right, up or down?",
-    ],
-}
+# Questions about the moving shape that every eval split asks; the demo models are also trained on EXTRA_TYPES.
+EXTRA_TYPES = ["exists", "how_many", "unknown"]
+ALL_TYPES = QUESTION_TYPES + EXTRA_TYPES
+# Phrasings per type (phrasings.py says what the extra types answer); "{colour}"/"{shape}" are filled with the
+# clip's own attributes, "{a}" with the shape an `exists` question names. HELD_OUT_TEMPLATES are never trained on.
+TEMPLATES: dict[str, list[str]] = phrasings.SHORT
+HELD_OUT_TEMPLATES: dict[str, list[str]] = phrasings.SHORT_HELD_OUT
+# The eval splits' phrasings: the first three of each type, the forms the shipped weights were first trained on, so a
+# split (and every figure measured on one) asks the same questions whatever phrasings training adds.
+EVAL_TEMPLATES: dict[str, list[str]] = {qtype: forms[:3] for qtype, forms in TEMPLATES.items()}
+UNKNOWN, YES_NO, HOW_MANY = phrasings.UNKNOWN, phrasings.YES_NO, phrasings.HOW_MANY
 
 SPLIT_IDS = {"train": 0, "test": 1, "samples": 2}
 CLIP_FRAMES = 16  # the model sees 8 of them (np.linspace sampling)
@@ -184,21 +179,29 @@ def read_frames(path: str | Path, num_frames: int = 8) -> np.ndarray:
     return np.stack([decoded[i] for i in idx])
 
 
-def questions(scene: Scene, rng: np.random.Generator) -> list[tuple[str, str, str]]:
-    """One (question, answer, type) per question type, phrasing drawn at random."""
+def questions(scene: Scene, rng: np.random.Generator, types: list[str] = QUESTION_TYPES,
+              templates: dict[str, list[str]] = EVAL_TEMPLATES) -> list[tuple[str, str, str]]:
+    """One (question, answer, type) per question type in `types`, phrasing drawn at random from `templates` (the
+    eval splits' by default; training passes TEMPLATES)."""
     out = []
-    for qtype in QUESTION_TYPES:
-        template = TEMPLATES[qtype][int(rng.integers(len(TEMPLATES[qtype])))]
-        q = template.format(colour=scene.colour, shape=scene.shape)
-        out.append((q, getattr(scene, qtype), qtype))
+    for qtype in types:
+        template = templates[qtype][int(rng.integers(len(templates[qtype])))]
+        named = scene.shape
+        if qtype == "exists" and rng.random() < 0.5:  # half the time a shape the clip does not show
+            named = str(rng.choice([s for s in SHAPES if s != scene.shape]))
+        answer = {"exists": YES_NO[named != scene.shape], "how_many": HOW_MANY, "unknown": UNKNOWN}.get(qtype)
+        q = template.format(colour=scene.colour, shape=scene.shape, a=named)
+        out.append((q, answer or getattr(scene, qtype), qtype))
     return out
 
 
 def corpus() -> list[str]:
-    """Text the demo tokenizer is trained on, so prompts and answers are a few tokens each."""
+    """Text the demo tokenizer is trained on, so prompts and answers are a few tokens each. Only the first three
+    phrasings of each type, as when the shipped tokenizer was made (a run from scratch makes the same one); the
+    byte-level tokenizer encodes every later phrasing, in more pieces."""
     lines = []
-    for temps in TEMPLATES.values():
-        for t in temps:
+    for qtype in QUESTION_TYPES:
+        for t in TEMPLATES[qtype][:3]:
             for c in COLOURS:
                 for s in SHAPES:
                     lines.append(f"USER: <video>\n{t.format(colour=c, shape=s)} ASSISTANT:")

@@ -1,0 +1,139 @@
+"""How the demo models are asked (issue 36): many trained phrasings per question type, held-out phrasings never
+trained on, and the answers to questions the synthetic world cannot answer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from videoqa.synth import long as synth_long
+from videoqa.synth import short as synth
+
+# The questions a newcomer asked in the web chat (issue 36), with the type each is trained as.
+ISSUE_FORMS = {
+    "What shape is moving in this video clip?": "shape",
+    "Which way does it move?": "direction",
+    "Where is it going?": "direction",
+    "Is there a {a}?": "exists",
+    "What is the background?": "unknown",
+    "Is it moving fast?": "unknown",
+    "How many objects are there?": "how_many",
+}
+
+
+def _all(templates: dict[str, list[str]]) -> set[str]:
+    return {t for forms in templates.values() for t in forms}
+
+
+def test_ten_phrasings_a_type_and_the_issue_forms_are_trained():
+    for templates in (synth.TEMPLATES, synth_long.TEMPLATES):
+        assert all(len(forms) >= 10 and len(set(forms)) == len(forms) for forms in templates.values())
+    assert set(synth.TEMPLATES) == set(synth.ALL_TYPES) and set(synth_long.TEMPLATES) >= set(synth_long.QUESTION_TYPES)
+    for form, qtype in ISSUE_FORMS.items():
+        assert form in synth.TEMPLATES[qtype], form
+
+
+def test_held_out_phrasings_are_never_trained():
+    """Neither model trains on the other's held-out forms either: demo-long trains on the short clips' forms too."""
+    trained = _all(synth.TEMPLATES) | _all(synth_long.TEMPLATES)
+    for held, templates in ((synth.HELD_OUT_TEMPLATES, synth.TEMPLATES), (synth_long.HELD_OUT_TEMPLATES,
+                                                                         synth_long.TEMPLATES)):
+        assert set(held) == set(templates) and all(held.values())
+        assert not _all(held) & trained
+        norm = {t.lower().strip("?. ") for t in trained}
+        assert not {t.lower().strip("?. ") for t in _all(held)} & norm  # not even by case or punctuation
+
+
+def test_answers_follow_the_clip():
+    """Recomputed from the scene: yes exactly when the named shape is the clip's, "one" object, "unknown"."""
+    seen = {"yes": 0, "no": 0}
+    for i, scene in enumerate(synth.make_split("train", 40)):
+        for templates in (synth.TEMPLATES, synth.HELD_OUT_TEMPLATES):
+            qs = synth.questions(scene, np.random.default_rng(i), synth.ALL_TYPES, templates)
+            got = {t: (q, a) for q, a, t in qs}
+            assert [t for *_, t in qs] == synth.ALL_TYPES
+            for qtype in synth.QUESTION_TYPES:
+                assert got[qtype][1] == getattr(scene, qtype)
+            q, a = got["exists"]
+            named = next(s for s in synth.SHAPES if f" {s}" in q.replace(f"{scene.shape}s", ""))
+            assert a == ("yes" if named == scene.shape else "no"), q
+            seen[a] += 1
+            assert got["how_many"][1] == "one" and got["unknown"][1] == "unknown"
+            assert "{" not in "".join(q for q, *_ in qs)
+    assert min(seen.values()) >= 20  # both answers, about evenly
+
+
+def test_eval_splits_ask_the_three_types_as_before():
+    """The eval splits keep their three types (the extra ones are trained, never scored as if published) and their
+    phrasings: the first forms of each type, the ones the splits asked before TEMPLATES grew."""
+    assert all(synth.EVAL_TEMPLATES[t] == synth.TEMPLATES[t][:3] for t in synth.QUESTION_TYPES)
+    assert all(synth_long.EVAL_TEMPLATES[t] == synth_long.TEMPLATES[t][:2] for t in synth_long.QUESTION_TYPES)
+    scene = synth.make_split("test", 1)[0]
+    asked = synth.questions(scene, np.random.default_rng(0))
+    assert [t for *_, t in asked] == synth.QUESTION_TYPES
+    assert all(any(q == f.format(colour=scene.colour, shape=scene.shape) for f in synth.EVAL_TEMPLATES[t])
+               for q, _, t in asked)
+    long_scene = synth_long.make_split("test", 3)[2]
+    types = [t for *_, t in synth_long.questions(long_scene, np.random.default_rng(0))]
+    assert "unknown" not in types and types[:3] == ["colour", "shape", "direction"]
+    assert [t for *_, t in synth_long.questions(long_scene, np.random.default_rng(0), extra=True)][-1] == "unknown"
+
+
+@pytest.mark.parametrize("templates", [synth_long.TEMPLATES, synth_long.HELD_OUT_TEMPLATES])
+def test_long_questions_fill_every_placeholder(templates):
+    for i, scene in enumerate(synth_long.make_split("train", 12)):
+        for q, a, t in synth_long.questions(scene, np.random.default_rng(i), True, templates):
+            assert "{" not in q and a
+            if t == "order":
+                assert a in q
+
+
+def test_fine_tune_conversations_ask_every_type_in_every_trained_form_and_learn_only_answers():
+    """train_demo.py --extra-types: the learned tokens are the answers (and </s>), recomputed from the scene."""
+    from transformers import VideoLlavaProcessor
+
+    from scripts import train_demo
+    from videoqa.models.tiny import EOS_ID, VIDEO_ID
+    from videoqa.synth.phrasings import HOW_MANY, UNKNOWN, YES_NO
+
+    tok = VideoLlavaProcessor.from_pretrained(train_demo.HERE / "demo-model").tokenizer
+    allowed = {*synth.COLOURS, *synth.SHAPES, *synth.DIRECTIONS, *YES_NO, HOW_MANY, UNKNOWN}
+    rng = np.random.default_rng(1)
+    learned_words = set()
+    for scene in synth.make_split("train", 30):
+        ids, weights = train_demo.build_sequence(tok, scene, rng, n_video=4, dir_weight=2.0, turns=12, extra=True)
+        assert ids.count(VIDEO_ID) == 4
+        answer, words = [], []
+        for i, w in zip(ids, weights, strict=True):
+            if w and i == EOS_ID:
+                words.append(tok.decode(answer).strip())
+                answer = []
+            elif w:
+                answer.append(i)
+        assert words and set(words) <= allowed | {scene.colour}, words
+        learned_words |= set(words)
+    assert {UNKNOWN, HOW_MANY, "yes", "no"} <= learned_words
+
+
+def test_long_fine_tune_asks_the_trained_forms_and_unknown():
+    """train_long_frozen_tower.py --extra-types 1: long clips get "unknown" too, in the grown TEMPLATES; an event
+    question only when the frames show the event, "none" / "zero" about an erased clip."""
+    from scripts import train_long_frozen_tower as tl
+
+    trained = _all(synth_long.TEMPLATES)
+    for i, scene in enumerate(synth_long.make_split("train", 12)):
+        idx = synth_long.sample_indices(scene.n_frames, 8)
+        for erased in (False, True):
+            qas = tl.questions(scene, np.random.default_rng(i), idx, erased, True, True)
+            got = {t: a for _, a, t, _ in qas}
+            assert got["unknown"] == "unknown" and got["colour"] == scene.main.colour
+            events = [t for t in got if t in synth_long.KIND_TYPES[scene.kind]]
+            assert bool(events) == (erased or synth_long.shows(scene, idx))
+            if erased:
+                assert {got[t] for t in events} <= {"none", "zero"}
+            assert all(any(_matches(q, f) for f in trained) for q, *_ in qas), qas
+
+
+def _matches(question: str, form: str) -> bool:
+    shapes = synth.SHAPES
+    return any(question == form.format(a=a, b=b) for a in shapes for b in shapes)

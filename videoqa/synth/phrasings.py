@@ -1,0 +1,272 @@
+"""How the demo models are asked: the phrasings they are trained on and the ones kept back to measure them.
+
+`short.TEMPLATES` / `long.TEMPLATES` are the trained forms (question type -> phrasings; "{colour}", "{shape}" are
+filled with the clip's own moving shape, "{a}" / "{b}" with shapes the question names); `HELD_OUT_TEMPLATES`
+have the same shape and are never trained on: `scripts/measure_phrasings.py` compares the two per type.
+
+The synthetic world has one moving shape on a plain textured background, so some questions a person asks have
+no answer in it. What the models say to those (docs/demo-models.md, "What it answers"):
+
+* "How many objects are there?" -> "one" (true of every short clip: type ``how_many``);
+* "Is there a square?" -> "yes" / "no" (type ``exists``: is the moving shape the one named);
+* the background, speed, size, sound, who or why -> the fixed word "unknown" (type ``unknown``): a short,
+  visibly non-committal answer rather than a confident colour.
+"""
+
+from __future__ import annotations
+
+UNKNOWN = "unknown"  # the answer to questions the synthetic world cannot answer
+YES_NO = ["yes", "no"]
+HOW_MANY = "one"  # the short clips hold exactly one object
+
+_UNKNOWN_TRAINED = [
+    "What is the background?",
+    "Is it moving fast?",
+    "How fast is it moving?",
+    "What is the background made of?",
+    "What sound does it make?",
+    "Who made this video?",
+    "Why is it moving?",
+    "What time of day is it?",
+    "What is the weather like?",
+    "How big is the shape?",
+    "Where was this filmed?",
+    "What will happen next?",
+]
+_UNKNOWN_HELD_OUT = [
+    "What is behind the shape?",
+    "How quickly does it move?",
+    "Who is in the video?",
+    "What happens after the clip ends?",
+]
+
+SHORT: dict[str, list[str]] = {
+    "colour": [
+        "What colour is the shape?",
+        "What color is the moving object?",
+        "Which colour is the {shape}?",
+        "What colour is it?",
+        "What color is the shape in the video?",
+        "Which color is the object?",
+        "What is the colour of the moving shape?",
+        "Tell me the colour of the object.",
+        "What colour is the thing that moves?",
+        "Name the colour of the {shape}.",
+        "What color is the moving {shape}?",
+        "Which colour does the moving shape have?",
+    ],
+    "shape": [
+        "What shape is moving?",
+        "What is the shape of the {colour} object?",
+        "Which shape is in the video?",
+        "What shape is it?",
+        "What shape is moving in this video clip?",
+        "What kind of shape is it?",
+        "Which shape moves across the video?",
+        "What is the moving object?",
+        "Name the shape.",
+        "What shape is the {colour} thing?",
+        "Is it a circle, a square or a triangle?",
+        "What shape do you see?",
+    ],
+    "direction": [
+        "Which direction does the {colour} {shape} move?",
+        "In which direction is the shape moving?",
+        "Where is the object moving: left, right, up or down?",
+        "Which direction does it move?",
+        "Which way does it move?",
+        "Where is it going?",
+        "Which way is the {shape} going?",
+        "What direction is the object moving in?",
+        "Where does the shape move?",
+        "Is it moving left, right, up or down?",
+        "In what direction does the {colour} object travel?",
+        "Which way does the shape go?",
+    ],
+    "exists": [
+        "Is there a {a}?",
+        "Is there a {a} in the video?",
+        "Do you see a {a}?",
+        "Is the moving shape a {a}?",
+        "Is it a {a}?",
+        "Does the video show a {a}?",
+        "Is the object a {a}?",
+        "Can you see a {a}?",
+        "Is a {a} moving?",
+        "Does a {a} appear in the clip?",
+    ],
+    "how_many": [
+        "How many objects are there?",
+        "How many shapes are there?",
+        "How many shapes are in the video?",
+        "How many objects move?",
+        "How many things are moving?",
+        "How many moving objects are there?",
+        "Count the shapes.",
+        "How many shapes do you see?",
+        "How many objects are in the clip?",
+        "How many {shape}s are there?",
+    ],
+    "unknown": _UNKNOWN_TRAINED,
+}
+
+SHORT_HELD_OUT: dict[str, list[str]] = {
+    "colour": [
+        "Could you tell me the colour of the moving shape?",
+        "What is the color of the object in this clip?",
+        "Which colour is the {shape} in this video?",
+        "What colour does the object have?",
+    ],
+    "shape": [
+        "What sort of shape is moving in the clip?",
+        "Which shape does the {colour} object have?",
+        "Tell me what shape the object is.",
+        "What shape can you see in this video?",
+    ],
+    "direction": [
+        "Which way is the object heading?",
+        "Where does the {colour} {shape} go?",
+        "In which direction does the object travel in the clip?",
+        "What direction does it go?",
+    ],
+    "exists": [
+        "Is there any {a} in this clip?",
+        "Is the {colour} object a {a}?",
+        "Do I see a {a} here?",
+        "Is the thing that moves a {a}?",
+    ],
+    "how_many": [
+        "How many objects can you see?",
+        "What is the number of shapes in the video?",
+        "How many things are in this clip?",
+        "How many moving shapes are there?",
+    ],
+    "unknown": _UNKNOWN_HELD_OUT,
+}
+
+LONG: dict[str, list[str]] = {
+    "colour": [
+        "What colour is the moving shape?",
+        "What color is the moving object?",
+        "What colour is the shape that moves?",
+        "Which colour is the moving shape?",
+        "What is the colour of the moving object?",
+        "What color is the shape moving across the video?",
+        "Tell me the colour of the moving shape.",
+        "What colour is the object that keeps moving?",
+        "Which color does the moving object have?",
+        "What colour is the moving thing?",
+    ],
+    "shape": [
+        "What shape is moving?",
+        "Which shape moves across the video?",
+        "What shape is moving in this video clip?",
+        "What is the moving shape?",
+        "Which shape is the moving one?",
+        "What kind of shape moves?",
+        "Name the moving shape.",
+        "What shape does the moving object have?",
+        "What shape crosses the video?",
+        "Is the moving shape a circle, a square or a triangle?",
+    ],
+    "direction": [
+        "Which direction does the moving shape go?",
+        "In which direction is the shape moving?",
+        "Which way does it move?",
+        "Where is it going?",
+        "Which way does the moving shape go?",
+        "What direction is the moving object going in?",
+        "Where does the moving shape move?",
+        "Is the moving shape going left, right, up or down?",
+        "In what direction does the moving object travel?",
+        "Which way is the moving shape heading?",
+    ],
+    "event_colour": [
+        "What colour is the shape that appears briefly?",
+        "What color is the object that shows up for a moment?",
+        "What colour is the brief shape?",
+        "Which colour is the shape that appears for a moment?",
+        "What colour is the object that appears briefly?",
+        "What colour is the second shape?",
+        "What colour is the shape that appears and disappears?",
+        "Which color has the brief object?",
+        "What colour is the shape that shows up briefly?",
+        "What is the colour of the shape that appears for a short time?",
+    ],
+    "event_shape": [
+        "What shape appears briefly?",
+        "Which shape shows up for a moment?",
+        "What shape is the brief object?",
+        "What shape appears for a moment?",
+        "Which shape appears and disappears?",
+        "What is the shape that shows up briefly?",
+        "What shape is the second object?",
+        "Which shape appears briefly?",
+        "What shape pops up for a moment?",
+        "Name the shape that appears briefly.",
+    ],
+    "count": [
+        "How many times does the screen flash?",
+        "How many flashes are there?",
+        "How many times does the background flash?",
+        "How often does the screen flash?",
+        "How many flashes do you see?",
+        "Count the flashes.",
+        "How many times does it flash?",
+        "How many times does the screen light up?",
+        "How many times does the background turn light?",
+        "How many flashes happen in the video?",
+    ],
+    "order": [
+        "Which appears first, the {a} or the {b}?",
+        "Which shape shows up first: the {a} or the {b}?",
+        "Which comes first, the {a} or the {b}?",
+        "Which shape appears first, the {a} or the {b}?",
+        "Does the {a} or the {b} appear first?",
+        "Which is shown first: the {a} or the {b}?",
+        "Which appears earlier, the {a} or the {b}?",
+        "Which shape comes first: the {a} or the {b}?",
+        "What appears first, the {a} or the {b}?",
+        "Which of the {a} and the {b} shows up first?",
+    ],
+    "unknown": _UNKNOWN_TRAINED,
+}
+
+LONG_HELD_OUT: dict[str, list[str]] = {
+    "colour": [
+        "Could you tell me the colour of the moving shape?",
+        "What is the color of the object moving in this clip?",
+        "Which colour has the shape that crosses the video?",
+    ],
+    "shape": [
+        "What sort of shape is moving in the clip?",
+        "Tell me the shape of the moving object.",
+        "Which shape travels across the video?",
+    ],
+    "direction": [
+        "Where does the moving object go?",
+        "What direction does the moving shape travel in?",
+        "Which way does the moving object go in this clip?",
+    ],
+    "event_colour": [
+        "What colour was the shape that appeared briefly?",
+        "Which colour does the briefly shown object have?",
+        "What is the color of the shape that pops up for a moment?",
+    ],
+    "event_shape": [
+        "What shape was shown for a moment?",
+        "Which shape briefly appears in the clip?",
+        "What is the shape of the object that appears briefly?",
+    ],
+    "count": [
+        "How many times did the screen flash?",
+        "How many flashes does the clip have?",
+        "How often does the background light up?",
+    ],
+    "order": [
+        "Which one is seen first, the {a} or the {b}?",
+        "Which shape was shown first, the {a} or the {b}?",
+        "Of the {a} and the {b}, which appears first?",
+    ],
+    "unknown": _UNKNOWN_HELD_OUT,
+}
