@@ -21,9 +21,9 @@ from videoqa.bench.accuracy import exact_hits, held_out_split, per_type_exact, s
 from videoqa.bench.long import long_split, question_info
 from videoqa.bench.long.core import read_scenes
 from videoqa.bench.long.reads import blind_answers
-from videoqa.errors import InputError
+from videoqa.errors import InputError, ModelLoadError
 from videoqa.eval.mc_files import read_rows
-from videoqa.models.families import family_of
+from videoqa.model import _check_folder
 
 HOSTILE = {"nesting": "[" * 200_000 + "]" * 200_000, "huge-int": "[" + "9" * 5000 + "]",
            "overflow": "[1e400]", "nan": "[NaN]", "not-a-list": '{"question_id": "q"}', "huge": None,
@@ -75,7 +75,9 @@ def test_a_hostile_benchmark_or_model_file_is_refused(tmp_path, kind):
     model = tmp_path / "model"
     model.mkdir()
     _plant(model / "config.json", kind)
-    assert family_of(model) is None  # not a family this reads; the loader then says why in one line
+    with pytest.raises(ModelLoadError) as e:  # the loader says why in one line naming the file
+        _check_folder(str(model), model)
+    assert str(model) in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
 def test_the_stand_in_judge_refuses_hostile_requests(tmp_path):

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import ModelLoadError
-from .jsonio import JSONProblem, parse_json
+from .jsonio import JSONProblem, parse_json, read_bounded
 
 LOAD_KWARGS = {"trust_remote_code": False}
 # Files transformers reads from a model folder that can name code to import (`auto_map`).
@@ -55,7 +55,7 @@ def _find_key(value: object, keys: tuple[str, ...], where: str = "") -> str | No
 def read_config_file(name: str, file: Path) -> object:
     """A model folder's JSON file, read by the one JSON reader; ModelLoadError naming the file otherwise."""
     try:
-        return parse_json(file.read_bytes())
+        return parse_json(read_bounded(file))  # a regular file of bounded size: no FIFO, no /dev/zero
     except OSError as e:
         raise ModelLoadError(f"cannot load model {name!r}: cannot read {file} ({e.strerror or e})") from None
     except JSONProblem as e:
