@@ -98,7 +98,7 @@ def demo_server():
 
 
 def test_demo_model_says_what_it_knows_and_every_guess_says_so(desktop, demo_server, tmp_path):
-    from videoqa.synth.short import COLOURS, DIRECTIONS, SHAPES, TEMPLATES
+    from videoqa.synth.short import COLOURS, DIRECTIONS, SHAPES, SHIPPED_TEMPLATES
 
     page = open_page(desktop, demo_server)
     try:
@@ -106,7 +106,7 @@ def test_demo_model_says_what_it_knows_and_every_guess_says_so(desktop, demo_ser
         assert "synthetic" in card.inner_text()
         card.locator("summary").click()  # the question forms and answer words, on demand
         forms = card.locator("#question-forms").inner_text()
-        for phrasings in TEMPLATES.values():
+        for phrasings in SHIPPED_TEMPLATES.values():
             assert all(p.replace("{colour}", "[colour]").replace("{shape}", "[shape]") in forms for p in phrasings)
         assert all(w in forms for w in [*COLOURS, *SHAPES, *DIRECTIONS])
         # 112x80 at 10 fps: not what the generator writes. Said at upload, before any question. A clip of its

@@ -45,7 +45,9 @@ def test_web_chat_model_answers_as_ask_does(served, tmp_path):
     actions.load_upload(str(clip), session)
     actions.enqueue(QUESTION, session, "fastv", 2, "0.5", 0, False)
     updates = list(actions.run(session))
-    assert [shown_text(m) for m in session.chat()][1:] == [QUESTION, qa.ask(clip, QUESTION, prune=FASTV).text]
+    shown = [shown_text(m) for m in session.chat()][1:]
+    assert shown[:2] == [QUESTION, qa.ask(clip, QUESTION, prune=FASTV).text]
+    assert "turn-results" in shown[2] and "Kept " in shown[2]  # the answer's own results block follows it
     gallery = [u["gallery"] for u in updates if "gallery" in u][-1]
     assert len(gallery["value"] if isinstance(gallery, dict) else gallery) == 8  # a heatmap per sampled frame
 
@@ -180,7 +182,7 @@ def test_ray_actor_answers_a_batch_as_ask_does(served, tmp_path):
              "clip": np.array([b"", pickle.dumps(decoded)], dtype=object),
              "error": np.array(["", ""], dtype=object), "duration": np.array([None, None], dtype=object)}
     actor = _QAActor.__new__(_QAActor)
-    actor.qa, actor.timeout_s, actor.load_s = qa, 60, None
+    actor.qa, actor.timeout_s, actor.load_s, actor.batch_size = qa, 60, None, 2
     records = [json.loads(r) for r in actor(batch)["record"]]
     assert [r["error"] for r in records] == [None, None]
     assert [r["answer"] for r in records] == [qa.ask(clip, QUESTION).text, qa.ask(decoded, QUESTION).text]

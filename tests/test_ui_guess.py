@@ -1,6 +1,6 @@
 """Issue 36: which answers of a demo model are guesses. A question is of its kind when it is one of the
-generator's phrasings (videoqa.synth TEMPLATES) with answer words in the blanks; letter case, spacing and
-punctuation aside. Checked against the phrasings filled in by the generator's own `str.format`."""
+phrasings the shipped weights know (videoqa.synth SHIPPED_TEMPLATES) with answer words in the blanks; letter
+case, spacing and punctuation aside. Checked against the phrasings filled in by the generator's own `str.format`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from videoqa.synth import short as synth_short
 
 def card(name: str = "demo-long") -> ModelInfo:
     forms: dict[str, list[str]] = {}
-    for templates in (synth_short.TEMPLATES, synth_long.TEMPLATES):
+    for templates in (synth_short.SHIPPED_TEMPLATES, synth_long.SHIPPED_TEMPLATES):
         for kind, phrasings in question_forms(templates).items():
             forms.setdefault(kind, []).extend(p for p in phrasings if p not in forms[kind])
     return ModelInfo(name, "summary", "knows", (synth_long.FPS, synth_short.FPS), forms)
@@ -26,9 +26,9 @@ def card(name: str = "demo-long") -> ModelInfo:
 def filled() -> list[str]:
     """Every question the generators can write (their templates, every answer word in each blank)."""
     out = []
-    for t in itertools.chain(*synth_short.TEMPLATES.values()):
+    for t in itertools.chain(*synth_short.SHIPPED_TEMPLATES.values()):
         out += [t.format(colour=c, shape=s) for c in synth_short.COLOURS for s in synth_short.SHAPES]
-    for t in itertools.chain(*synth_long.TEMPLATES.values()):
+    for t in itertools.chain(*synth_long.SHIPPED_TEMPLATES.values()):
         out += [t.format(a=a, b=b) for a in synth_short.SHAPES for b in synth_short.SHAPES if a != b]
     return out
 
@@ -59,7 +59,7 @@ def test_questions_unlike_the_trained_forms_are_guesses(question):
 def test_a_real_checkpoint_never_guesses_and_a_clip_unlike_training_always_does():
     real = ModelInfo("some/checkpoint", "summary", "")
     assert real.knows_question("Anything at all?") and real.guess_notice(True, "Anything at all?") is None
-    q = synth_short.TEMPLATES["shape"][0]
+    q = synth_short.SHIPPED_TEMPLATES["shape"][0]
     assert "this clip is unlike" in card().guess_notice(False, q)
 
 

@@ -7,9 +7,9 @@ The demo models learned only the synthetic clips of `videoqa.synth`: 128×128 pi
 header: a clip in another format cannot have come from the generator, so its answers are guesses. (A
 128×128 clip at that rate with other content passes: the rule checks the format, not the picture.)
 
-The rule for "a question of its kind" is the generator's phrasings (`TEMPLATES` of videoqa.synth.short and
-.long): a question is known when it is one of them with answer words in the blanks, letter case, spacing and
-punctuation aside. Anything else, however close, gets the notice: the model never saw it.
+The rule for "a question of its kind" is the phrasings the shipped weights were trained on (`SHIPPED_TEMPLATES`
+of videoqa.synth.short and .long): a question is known when it is one of them with answer words in the blanks,
+letter case, spacing and punctuation aside. Anything else, however close, gets the notice: the model never saw it.
 """
 
 from __future__ import annotations
@@ -61,11 +61,11 @@ _SHORT = (f"the moving shape’s colour ({_or(synth_short.COLOURS)}), its shape 
 # name -> (what it was trained on, the questions it answers, the frame rates of its clips, its phrasings)
 DEMOS = {
     "demo": ("{clips} synthetic clips of one coloured shape crossing a textured background", _SHORT,
-             (synth_short.FPS,), (synth_short.TEMPLATES,)),
+             (synth_short.FPS,), (synth_short.SHIPPED_TEMPLATES,)),
     "demo-long": ("synthetic clips of 4–60 s ({clips}) where a shape crosses the frame while something brief "
                   "happens", _SHORT + "; the brief shape’s colour and shape, how many flashes (one to three), "
                   "which of two brief shapes appears first", (synth_long.FPS, synth_short.FPS),
-                  (synth_short.TEMPLATES, synth_long.TEMPLATES)),
+                  (synth_short.SHIPPED_TEMPLATES, synth_long.SHIPPED_TEMPLATES)),
 }
 ANSWER_WORDS = {"colour": list(synth_short.COLOURS), "shape": list(synth_short.SHAPES),
                 "direction": list(synth_short.DIRECTIONS), "count": list(synth_long.COUNT_WORDS)}
