@@ -14,6 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .datasets import ByVideo
+
 LETTERS = string.ascii_uppercase
 BAD_REFERENCE = "?"  # the data file's answer is none of the options: scored wrong and counted
 
@@ -38,7 +40,7 @@ class MCItem:
 
 
 @dataclass
-class MCDataset:
+class MCDataset(ByVideo):
     name: str
     root: Path
     items: list[MCItem]  # selected (after --split / --limit), in file order
@@ -46,13 +48,6 @@ class MCDataset:
     category_keys: tuple[str, ...]  # the benchmark's own breakdowns, in the order they are printed
     macro_key: str | None = None  # headline = mean over this key's categories (MLVU's M-Avg), else None
 
-    @property
-    def missing(self) -> list[MCItem]:
-        return [it for it in self.items if it.video is None]
-
-    @property
-    def present(self) -> list[MCItem]:
-        return [it for it in self.items if it.video is not None]
 
 
 def lettered(options: list[str], style: str = "{L}. {text}") -> list[str]:

@@ -51,21 +51,28 @@ class QAItem:
     video: Path | None  # None: not found on disk
 
 
+class ByVideo:
+    """`missing` / `present`: a dataset's selected items without / with their video file (open-ended and MC alike)."""
+
+    items: list
+
+    @property
+    def missing(self) -> list:
+        return [it for it in self.items if it.video is None]
+
+    @property
+    def present(self) -> list:
+        return [it for it in self.items if it.video is not None]
+
+
 @dataclass
-class QADataset:
+class QADataset(ByVideo):
     spec: DatasetSpec
     root: Path  # the dataset folder (holding test_q.json)
     items: list[QAItem]  # the selected questions (after --limit / subset), answered, in file order
     n_questions: int  # questions in test_q.json
     unanswered: list[str] = field(default_factory=list)  # question_ids with no entry in test_a.json
 
-    @property
-    def missing(self) -> list[QAItem]:
-        return [it for it in self.items if it.video is None]
-
-    @property
-    def present(self) -> list[QAItem]:
-        return [it for it in self.items if it.video is not None]
 
 
 MISSING_WARN_FRACTION = 0.05  # more missing videos than this and the summary warns
