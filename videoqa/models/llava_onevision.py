@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .base import Family, chat_prompt
+from .tiny import TinyTowerSizes
 from .tiny_chatml import OV_MEDIA, OV_TEMPLATE, chatml_tokenizer
 
 if TYPE_CHECKING:  # torch is imported where a model runs: the registry lists families without it
@@ -26,22 +27,12 @@ MODEL_TYPE = "llava_onevision"  # config.json's model_type
 
 
 @dataclass
-class TinyOneVisionSpec:
+class TinyOneVisionSpec(TinyTowerSizes):
     """Sizes of a small random-weight LLaVA-OneVision: 56 px frames of 8 px patches, 7×7 pooled to 4×4 (the
     real 27×27 → 14×14 rounds up the same way)."""
 
     image_size: int = 56
-    patch_size: int = 8
-    vision_hidden: int = 32
     vision_layers: int = 2
-    vision_heads: int = 2
-    hidden: int = 64
-    layers: int = 4
-    heads: int = 4
-    kv_heads: int = 2
-    ffn: int = 128
-    context: int = 4096
-    vocab_size: int = 400
 
 
 def tiny_config(spec: TinyOneVisionSpec, tokenizer):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .base import Family, chat_prompt
+from .tiny import TinyLMSizes
 from .tiny_chatml import QWEN3_TEMPLATE, QWEN25_TEMPLATE, chatml_tokenizer
 
 if TYPE_CHECKING:  # torch is imported where a model runs: the registry lists families without it
@@ -30,20 +31,13 @@ FAMILIES = {"qwen2.5-vl": "qwen2_5_vl", "qwen3-vl": "qwen3_vl"}  # family name -
 
 
 @dataclass
-class TinyQwenSpec:
+class TinyQwenSpec(TinyLMSizes):
     """Sizes of a small random-weight Qwen-VL. Defaults answer a few frames in well under a second."""
 
     family: str = "qwen2.5-vl"  # qwen2.5-vl | qwen3-vl
-    hidden: int = 64
-    layers: int = 4
-    heads: int = 4
-    kv_heads: int = 2
-    ffn: int = 128
     vision_hidden: int = 32
     vision_depth: int = 2
     vision_heads: int = 2
-    context: int = 4096
-    vocab_size: int = 400
     max_pixels: int = 128 * 128  # frames are resized within [min_pixels, max_pixels]
     min_pixels: int = 56 * 56
     max_frames: int = 16  # Qwen3-VL's processor bounds the pixels of all frames together: max_frames × max_pixels

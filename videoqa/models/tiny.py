@@ -36,15 +36,9 @@ TEXT_FAMILIES = ("llama", "qwen2", "mistral")
 
 
 @dataclass
-class TinySpec:
-    """Sizes of a small Video-LLaVA. Defaults give a model that runs a full pipeline in well under a second."""
+class TinyLMSizes:
+    """The language model's sizes, the same in every family's tiny spec (keyword arguments only)."""
 
-    family: str = "llama"  # text decoder family: one of TEXT_FAMILIES
-    image_size: int = 64
-    patch_size: int = 8
-    vision_hidden: int = 32
-    vision_layers: int = 3
-    vision_heads: int = 2
     hidden: int = 64
     layers: int = 4
     heads: int = 4
@@ -52,6 +46,24 @@ class TinySpec:
     ffn: int = 128
     context: int = 4096
     vocab_size: int = 400
+
+
+@dataclass
+class TinyTowerSizes(TinyLMSizes):
+    """A ViT tower's sizes over square frames (Video-LLaVA's and LLaVA-OneVision's tiny specs)."""
+
+    image_size: int = 64  # pixels a side: the processor resizes every frame to it
+    patch_size: int = 8  # so (64 / 8)² = 64 patch tokens a frame
+    vision_hidden: int = 32
+    vision_layers: int = 3
+    vision_heads: int = 2
+
+
+@dataclass
+class TinySpec(TinyTowerSizes):
+    """Sizes of a small Video-LLaVA. Defaults give a model that runs a full pipeline in well under a second."""
+
+    family: str = "llama"  # text decoder family: one of TEXT_FAMILIES
     frames: int = 8
 
 
