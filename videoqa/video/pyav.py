@@ -12,7 +12,7 @@ import numpy as np
 
 from videoqa.errors import Cancelled, VideoError
 from videoqa.video.clip import DECODE_EDGE, Clip, Pick, _loss, _warnings, decode_size, frame_indices
-from videoqa.video.probe import _BackendFailed, _open, _probe, _pts_name_frames, _Scan, _video_stream
+from videoqa.video.probe import _BackendFailed, _open, _probe, _pts_name_frames, _Scan, _video_stream, cancel_tick
 
 
 def _frames(container, stream, cancel: Callable[[], bool] | None = None,
@@ -120,7 +120,7 @@ def _decode_seeking(path: Path, scan: _Scan, wanted: list[int], cancel: Callable
 
 def _sample_pyav(path: Path, num_frames: int, allow_seek: bool = True, pick: Pick = frame_indices,
                  cancel: Callable[[], bool] | None = None, max_edge: int | None = DECODE_EDGE) -> Clip:
-    probed = _probe(path)
+    probed = _probe(path, cancel_tick(cancel))
     scan, info, tb = probed.scan, probed.info, probed.tb
     estimate = info.total_frames
     # Seeking identifies frames by their demuxed pts, so only use it when that list is trustworthy.
