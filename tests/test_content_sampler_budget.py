@@ -13,7 +13,7 @@ import pytest
 from helpers import clipgen
 
 from videoqa.errors import Cancelled
-from videoqa.video import frame_indices, probe_video, sample_frames
+from videoqa.video import frame_indices, probe, probe_video, sample_frames
 from videoqa.video.changes import ScanOverBudget, content_indices, scan_changes
 from videoqa.video.probe import TICK_PACKETS
 
@@ -65,9 +65,26 @@ def test_the_index_pass_spends_the_scan_budget(clip):
     with pytest.raises(ScanOverBudget, match=r"took over 5 s \(reading the file's index"):
         scan_changes(clip, budget_s=5, clock=_stepping_clock(1.0), progress=seen.append)
     assert seen == []  # gave up before decoding a frame
+    # sample_frames makes the demux pass once, outside the budget, for the scan and the decoder
     out = sample_frames(clip, 8, sampler="content", scan_budget_s=1e-9)
     assert out.sampler == "uniform" and out.indices == frame_indices(FRAMES, 8)
-    assert len(out.warnings) == 1 and "reading the file's index" in out.warnings[0]
+    assert len(out.warnings) == 1 and out.warnings[0].startswith("frames chosen uniformly: the change scan took")
+
+
+def test_sample_frames_makes_one_demux_pass_for_the_scan_and_the_decoder(clip, monkeypatch):
+    passes: list[int] = []
+    real = probe._scan
+
+    def counted(container, stream, tick=None):
+        passes.append(1)
+        return real(container, stream, tick)
+
+    monkeypatch.setattr(probe, "_scan", counted)
+    content = sample_frames(clip, 8, sampler="content")
+    assert len(passes) == 1 and content.sampler == "content"
+    passes.clear()
+    sample_frames(clip, 8, sampler="content", scan_budget_s=1e-9)  # the scan gave up: the same pass serves
+    assert len(passes) == 1
 
 
 def test_a_scan_whose_pace_runs_past_its_budget_gives_up_early(clip):

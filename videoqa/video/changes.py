@@ -25,8 +25,10 @@ Everything is deterministic: ties go to the earlier frame.
 The scan is a long step (a frame that later frames are predicted from must be decoded whole: ~1.3 ms per
 1080p frame, minutes for a film), so, as every long step of videoqa: it asks ``cancel`` between packets (the web
 chat's Stop), reports its progress (``progress(fraction)``), and gives up after ``budget_s`` seconds with
-``ScanOverBudget``, after which the caller takes uniform frames with a one-line notice. The budget covers the
-demux pass that counts the frames first (it asks ``cancel`` too), and the scan gives up as soon as its pace says
+``ScanOverBudget``, after which the caller takes uniform frames with a one-line notice. The demux pass that
+counts the frames first asks ``cancel`` too; it is within the budget when the scan makes it (``sample_frames``
+makes it once for the scan and the decoder, outside the budget: uniform frames need it as well). The scan gives
+up as soon as its pace says
 it would run over: once ``PACE_AFTER`` of the budget has gone on decoding, the time spent plus the rest of the clip
 at the pace so far is its projection (issue 37's 20-minute 1080p clip gave up after 3.3 s instead of 20 s; the
 uniform frames that follow cost the same either way). It does no more work
@@ -53,7 +55,7 @@ import numpy as np
 from av.video.reformatter import VideoReformatter
 
 from videoqa.errors import Cancelled, VideoError, VideoQAError
-from videoqa.video.probe import _probe, _pts_name_frames
+from videoqa.video.probe import _probe, _Probed, _pts_name_frames
 from videoqa.video.pyav import _frames, _open_stream
 
 FLOOR_EVERY = 2  # every FLOOR_EVERY-th uniform frame (and the last) stays: the floor
@@ -148,12 +150,14 @@ def scan_step(rate: float, thumbs_per_s: float, n_frames: int, max_thumbs: int) 
 def scan_changes(path: str | Path, thumbs_per_s: float = SCAN_FPS, size: int = THUMB_SIZE,
                  max_thumbs: int = MAX_THUMBS, cancel: Callable[[], bool] | None = None,
                  budget_s: float | None = SCAN_BUDGET_S, progress: Callable[[float], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> ChangeScan:
+                 clock: Callable[[], float] = time.monotonic, probed: _Probed | None = None) -> ChangeScan:
     """A ``size`` x ``size`` grey thumbnail of every step-th frame, the step chosen for about ``thumbs_per_s``
     thumbnails a second of video and doubled whenever more than ``max_thumbs`` would be held. Raises VideoError
     for an unusable file, Cancelled when ``cancel()`` says so, ScanOverBudget past ``budget_s`` seconds (None:
     no budget). ``progress`` gets the fraction of the clip scanned, about once a second of video. Non-reference
-    frames between thumbnails are skipped when the demuxed pts name every frame (see module docstring)."""
+    frames between thumbnails are skipped when the demuxed pts name every frame (see module docstring).
+    ``probed``: the file's demux pass when the caller has made it (sample_frames shares it with the backend);
+    else the scan makes it, within its budget."""
     path = Path(path)
     budget = _Budget(budget_s, clock, clock())
 
@@ -162,7 +166,7 @@ def scan_changes(path: str | Path, thumbs_per_s: float = SCAN_FPS, size: int = T
             raise Cancelled("reading the file's index")
         budget.check(0, None, f"reading the file's index, {packets} packets in")
 
-    probed = _probe(path, tick)
+    probed = probed or _probe(path, tick)
     pts = probed.scan.pts if _pts_name_frames(probed) else None
     args = (path, thumbs_per_s, size, max_thumbs, cancel, budget, progress)
     scan = _scan_skipping(*args, pts) if pts else None
