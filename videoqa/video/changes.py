@@ -30,7 +30,7 @@ counts the frames first asks ``cancel`` too; it is within the budget when the sc
 makes it once for the scan and the decoder, outside the budget: uniform frames need it as well). The scan gives
 up as soon as its pace says
 it would run over: once ``PACE_AFTER`` of the budget has gone on decoding, the time spent plus the rest of the clip
-at the pace so far is its projection (issue 37's 20-minute 1080p clip gave up after 3.3 s instead of 20 s; the
+at the pace so far is its projection (issue 37's 20-minute 1080p clip gave up after 2.1-3.3 s instead of 20 s; the
 uniform frames that follow cost the same either way). It does no more work
 than the thumbnails need, and the thumbnails are the ones a plain decode of every frame gives (so the same
 frames are chosen; tests/test_content_sampler.py compares with that decode):
