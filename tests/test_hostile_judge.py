@@ -110,3 +110,31 @@ def test_a_non_finite_score_is_a_judge_failure_not_a_success(scoring, score):
     assert j.failed and j.score is None, j
     summary = aggregate([j])
     assert summary["judge_failed"] == 1 and summary["judged"] == 0
+
+
+@pytest.mark.slow  # ~30 s: a tiny model answers 3 questions, then 6 flooded judge requests
+def test_eval_against_a_flooding_judge_exits_2_with_every_failure_counted(tmp_path, capsys, monkeypatch):
+    """The audit's command (finding 1): `videoqa eval --judge gpt` against the flood. Before the byte limit it
+    held ~1.5 GB a second per worker until --judge-timeout; now each reply stops at --judge-max-bytes."""
+    from test_eval import make_dataset
+
+    from videoqa.cli import main as cli_main
+    from videoqa.models.tiny import make_tiny_model
+
+    model = make_tiny_model(tmp_path / "model")
+    root = make_dataset(tmp_path / "data").parent
+    monkeypatch.setenv("VIDEOQA_JUDGE_API_KEY", "k")
+    srv = Server(None)
+    capsys.readouterr()
+    try:
+        code = cli_main(["eval", "--dataset", "msvd", "--root", str(root), "--model", str(model), "--max-new-tokens",
+                         "2", "--no-progress", "--out", str(tmp_path / "run"), "--judge", "gpt", "--judge-timeout",
+                         "20", "--judge-retries", "1", "--limit", "3", "--judge-max-bytes", str(1 << 20),
+                         "--judge-base-url", srv.url])
+    finally:
+        srv.close()
+    got = capsys.readouterr()
+    assert code == 2 and "judged 0, judge failures 3" in got.out, got
+    err = got.err.strip().splitlines()
+    assert len(err) == 1 and "larger than 1048576 bytes" in err[0], err
+    assert srv.sent < 3 * 2 * 64 << 20  # 3 questions x 2 attempts, each cut off near its limit, not 20 s of flood

@@ -6,6 +6,7 @@ import dataclasses
 import itertools
 import math
 import resource
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -402,7 +403,9 @@ def test_cancel_stops_decoding_between_frames(tiny_qa, tmp_path):
     asked = []
 
     def cancel() -> bool:
-        asked.append(1)
+        # the questions asked between decoded frames (the index pass before them asks too, issue 37)
+        if sys._getframe(1).f_code.co_name == "_frames":
+            asked.append(1)
         return len(asked) > 3  # stop at the fourth check
 
     before = tiny_qa.encode_count

@@ -222,7 +222,7 @@ class VideoQA:
             raise InputError(f"frames must be >= 1, got {frames}")
         duration = frame_px = None
         if cfg.adaptive or self.family.resolutions(self.processor):  # Qwen: a frame's tokens follow its size
-            info = video.info if isinstance(video, Clip) else probe_video(video)
+            info = video.info if isinstance(video, Clip) else probe_video(video, cancel)
             frame_px = info.width * info.height
         if cfg.adaptive:
             duration = info.duration_s

@@ -25,7 +25,13 @@ Everything is deterministic: ties go to the earlier frame.
 The scan is a long step (a frame that later frames are predicted from must be decoded whole: ~1.3 ms per
 1080p frame, minutes for a film), so, as every long step of videoqa: it asks ``cancel`` between packets (the web
 chat's Stop), reports its progress (``progress(fraction)``), and gives up after ``budget_s`` seconds with
-``ScanOverBudget``, after which the caller takes uniform frames with a one-line notice. It does no more work
+``ScanOverBudget``, after which the caller takes uniform frames with a one-line notice. The demux pass that
+counts the frames first asks ``cancel`` too; it is within the budget when the scan makes it (``sample_frames``
+makes it once for the scan and the decoder, outside the budget: uniform frames need it as well). The scan gives
+up as soon as its pace says
+it would run over: once ``PACE_AFTER`` of the budget has gone on decoding, the time spent plus the rest of the clip
+at the pace so far is its projection (issue 37's 20-minute 1080p clip gave up after 2.1-3.3 s instead of 20 s; the
+uniform frames that follow cost the same either way). It does no more work
 than the thumbnails need, and the thumbnails are the ones a plain decode of every frame gives (so the same
 frames are chosen; tests/test_content_sampler.py compares with that decode):
 
@@ -48,8 +54,8 @@ import av
 import numpy as np
 from av.video.reformatter import VideoReformatter
 
-from videoqa.errors import VideoError, VideoQAError
-from videoqa.video.probe import _probe, _pts_name_frames
+from videoqa.errors import Cancelled, VideoError, VideoQAError
+from videoqa.video.probe import _probe, _Probed, _pts_name_frames
 from videoqa.video.pyav import _frames, _open_stream
 
 FLOOR_EVERY = 2  # every FLOOR_EVERY-th uniform frame (and the last) stays: the floor
@@ -59,6 +65,7 @@ SCAN_FPS = 4.0  # thumbnails per second of video in the scan (fewer on very long
 THUMB_SIZE = 32  # thumbnails are THUMB_SIZE x THUMB_SIZE grey pixels
 MAX_THUMBS = 4096  # the scan halves its rate whenever it would hold more (bounded memory and time)
 SCAN_BUDGET_S = 20.0  # seconds the scan may take; then uniform frames (a 20-minute 1080p clip took 39 s)
+PACE_AFTER = 0.1  # share of the budget spent decoding after which the scan's pace may end it early
 
 
 class ScanOverBudget(VideoQAError):
@@ -143,25 +150,56 @@ def scan_step(rate: float, thumbs_per_s: float, n_frames: int, max_thumbs: int) 
 def scan_changes(path: str | Path, thumbs_per_s: float = SCAN_FPS, size: int = THUMB_SIZE,
                  max_thumbs: int = MAX_THUMBS, cancel: Callable[[], bool] | None = None,
                  budget_s: float | None = SCAN_BUDGET_S, progress: Callable[[float], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> ChangeScan:
+                 clock: Callable[[], float] = time.monotonic, probed: _Probed | None = None) -> ChangeScan:
     """A ``size`` x ``size`` grey thumbnail of every step-th frame, the step chosen for about ``thumbs_per_s``
     thumbnails a second of video and doubled whenever more than ``max_thumbs`` would be held. Raises VideoError
     for an unusable file, Cancelled when ``cancel()`` says so, ScanOverBudget past ``budget_s`` seconds (None:
     no budget). ``progress`` gets the fraction of the clip scanned, about once a second of video. Non-reference
-    frames between thumbnails are skipped when the demuxed pts name every frame (see module docstring)."""
+    frames between thumbnails are skipped when the demuxed pts name every frame (see module docstring).
+    ``probed``: the file's demux pass when the caller has made it (sample_frames shares it with the backend);
+    else the scan makes it, within its budget."""
     path = Path(path)
-    start = clock()
-    probed = _probe(path)
+    budget = _Budget(budget_s, clock, clock())
+
+    def tick(packets: int) -> None:  # the demux pass: Stop, and the budget (it has no pace to project yet)
+        if cancel is not None and cancel():
+            raise Cancelled("reading the file's index")
+        budget.check(0, None, f"reading the file's index, {packets} packets in")
+
+    probed = probed or _probe(path, tick)
     pts = probed.scan.pts if _pts_name_frames(probed) else None
-    args = (path, thumbs_per_s, size, max_thumbs, cancel, budget_s, progress, clock, start)
+    args = (path, thumbs_per_s, size, max_thumbs, cancel, budget, progress)
     scan = _scan_skipping(*args, pts) if pts else None
     return scan if scan is not None else _scan_every_frame(*args)
 
 
-def _budget(budget_s: float | None, clock: Callable[[], float], start: float, done: int) -> None:
-    """ScanOverBudget once the scan has run `budget_s` seconds; `done`: frames of the clip it got through."""
-    if budget_s is not None and clock() - start > budget_s:
-        raise ScanOverBudget(f"the change scan took over {budget_s:g} s ({done} frames read)")
+@dataclass
+class _Budget:
+    """The scan's time budget (see module docstring); `budget_s` None: no budget."""
+
+    budget_s: float | None
+    clock: Callable[[], float]
+    start: float  # clock() when the scan began, before its demux pass
+    decoding: float | None = None  # clock() when decoding began
+
+    def begin_decoding(self) -> None:
+        self.decoding = self.clock()
+
+    def check(self, done: int, total: int | None, where: str | None = None) -> None:
+        """ScanOverBudget once the scan has run `budget_s` seconds, or once its pace projects it past them;
+        `done`: frames of the clip got through (skipped ones included) of `total` (None or 0: unknown)."""
+        if self.budget_s is None:
+            return
+        now = self.clock()
+        spent = now - self.start
+        if spent > self.budget_s:
+            raise ScanOverBudget(f"the change scan took over {self.budget_s:g} s ({where or f'{done} frames read'})")
+        decoding = None if self.decoding is None else now - self.decoding
+        if done > 0 and total and decoding is not None and decoding >= PACE_AFTER * self.budget_s:
+            projected = spent + decoding * (total - done) / done
+            if projected > self.budget_s:
+                raise ScanOverBudget(f"the change scan would take about {projected:.0f} s, over its "
+                                     f"{self.budget_s:g} s budget ({done} of {total} frames read in {spent:.1f} s)")
 
 
 def _rate(stream) -> float | None:
@@ -169,9 +207,8 @@ def _rate(stream) -> float | None:
 
 
 def _scan_skipping(path: Path, thumbs_per_s: float, size: int, max_thumbs: int,
-                   cancel: Callable[[], bool] | None, budget_s: float | None,
-                   progress: Callable[[float], None] | None, clock: Callable[[], float], start: float,
-                   pts: list[int]) -> ChangeScan | None:
+                   cancel: Callable[[], bool] | None, budget: _Budget,
+                   progress: Callable[[float], None] | None, pts: list[int]) -> ChangeScan | None:
     """The scan when ``pts`` (sorted) names every frame: frame k is the one whose pts is pts[k]. Returns None
     when the decoder gives a frame those pts do not name, or misses a thumbnail (the caller then decodes every
     frame)."""
@@ -190,6 +227,7 @@ def _scan_skipping(path: Path, thumbs_per_s: float, size: int, max_thumbs: int,
             context.skip_frame = "NONREF" if k is not None and k % step else "DEFAULT"
 
         every, check, decoded = max(1, round(rate)), 0, 0
+        budget.begin_decoding()
         try:
             for frame in _frames(container, stream, cancel, before=choose):
                 k = number.get(frame.pts)
@@ -197,7 +235,7 @@ def _scan_skipping(path: Path, thumbs_per_s: float, size: int, max_thumbs: int,
                     return None
                 decoded += 1
                 if k >= check:
-                    _budget(budget_s, clock, start, k)  # frames of the clip got through, skipped ones included
+                    budget.check(k, n)  # frames of the clip got through, skipped ones included
                     if progress is not None:
                         progress(k / n)
                     check = k + every
@@ -219,9 +257,8 @@ def _thumb(scaler: VideoReformatter, frame: av.VideoFrame, size: int) -> np.ndar
 
 
 def _scan_every_frame(path: Path, thumbs_per_s: float, size: int, max_thumbs: int,
-                      cancel: Callable[[], bool] | None, budget_s: float | None,
-                      progress: Callable[[float], None] | None, clock: Callable[[], float],
-                      start: float) -> ChangeScan:
+                      cancel: Callable[[], bool] | None, budget: _Budget,
+                      progress: Callable[[float], None] | None) -> ChangeScan:
     """The scan when the frames can only be counted as they are decoded: every frame is decoded."""
     scaler = VideoReformatter()
     container, stream = _open_stream(path)
@@ -231,10 +268,11 @@ def _scan_every_frame(path: Path, thumbs_per_s: float, size: int, max_thumbs: in
                                      if stream.duration and stream.time_base else 0)
         step = max(1, round(rate / thumbs_per_s))
         thumbs, indices, count = [], [], 0
+        budget.begin_decoding()
         try:
             for frame in _frames(container, stream, cancel):
                 if count % max(1, round(rate)) == 0:
-                    _budget(budget_s, clock, start, count)
+                    budget.check(count, round(expected))
                     if progress is not None and expected:
                         progress(min(1.0, count / expected))
                 if count % step == 0:

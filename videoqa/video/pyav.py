@@ -4,6 +4,7 @@ as the display matrix says (see the package docstring)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -12,7 +13,16 @@ import numpy as np
 
 from videoqa.errors import Cancelled, VideoError
 from videoqa.video.clip import DECODE_EDGE, Clip, Pick, _loss, _warnings, decode_size, frame_indices
-from videoqa.video.probe import _BackendFailed, _open, _probe, _pts_name_frames, _Scan, _video_stream
+from videoqa.video.probe import (
+    _BackendFailed,
+    _open,
+    _probe,
+    _Probed,
+    _pts_name_frames,
+    _Scan,
+    _video_stream,
+    cancel_tick,
+)
 
 
 def _frames(container, stream, cancel: Callable[[], bool] | None = None,
@@ -119,9 +129,11 @@ def _decode_seeking(path: Path, scan: _Scan, wanted: list[int], cancel: Callable
 
 
 def _sample_pyav(path: Path, num_frames: int, allow_seek: bool = True, pick: Pick = frame_indices,
-                 cancel: Callable[[], bool] | None = None, max_edge: int | None = DECODE_EDGE) -> Clip:
-    probed = _probe(path)
-    scan, info, tb = probed.scan, probed.info, probed.tb
+                 cancel: Callable[[], bool] | None = None, max_edge: int | None = DECODE_EDGE,
+                 probed: _Probed | None = None) -> Clip:
+    """`probed`: the file's demux pass when the caller has made it (else made here, asking `cancel`)."""
+    probed = probed or _probe(path, cancel_tick(cancel))
+    scan, info, tb = probed.scan, replace(probed.info), probed.tb  # info is the clip's: a copy to fill in
     estimate = info.total_frames
     # Seeking identifies frames by their demuxed pts, so only use it when that list is trustworthy.
     can_seek = allow_seek and len(scan.key_pts) > 1 and _pts_name_frames(probed)

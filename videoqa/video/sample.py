@@ -13,7 +13,7 @@ from videoqa.errors import Cancelled, InputError, VideoError
 from videoqa.video.changes import SCAN_BUDGET_S, ChangeScan, ScanOverBudget, content_indices, scan_changes
 from videoqa.video.clip import DECODE_EDGE, Clip, Pick, frame_indices
 from videoqa.video.decord_backend import _sample_decord
-from videoqa.video.probe import _BackendFailed
+from videoqa.video.probe import _BackendFailed, _probe, _Probed, cancel_tick
 from videoqa.video.pyav import _sample_pyav
 from videoqa.video.samplers import check_sampler
 
@@ -21,13 +21,15 @@ BACKENDS = ("auto", "pyav", "decord")
 
 
 def _run_backend(name: str, path: Path, num_frames: int, pick: Pick = frame_indices,
-                 cancel: Callable[[], bool] | None = None, max_edge: int | None = DECODE_EDGE) -> Clip:
-    """One backend, no fallback. Raises VideoError (bad input) or _BackendFailed (could not decode)."""
+                 cancel: Callable[[], bool] | None = None, max_edge: int | None = DECODE_EDGE,
+                 probed: _Probed | None = None) -> Clip:
+    """One backend, no fallback. Raises VideoError (bad input) or _BackendFailed (could not decode).
+    `probed`: the file's demux pass when already made (PyAV reuses it)."""
     if cancel is not None and cancel():
         raise Cancelled("decoding frames")
     try:
         if name == "pyav":
-            return _sample_pyav(path, num_frames, pick=pick, cancel=cancel, max_edge=max_edge)
+            return _sample_pyav(path, num_frames, pick=pick, cancel=cancel, max_edge=max_edge, probed=probed)
         return _sample_decord(path, num_frames, pick=pick, max_edge=max_edge)
     except (VideoError, _BackendFailed):
         raise
@@ -56,9 +58,11 @@ def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto", 
     whose decoders disagree on the frame count falls back to uniform, with a warning. Raises VideoError for
     any unusable file, InputError for bad arguments. ``cancel``: asked between frames (PyAV) and before each
     backend and, for the content sampler, between the frames of its change scan; True stops with Cancelled.
-    The scan stops after ``scan_budget_s`` seconds (None: never), and the frames are then uniform, with a
-    warning saying so; ``progress(fraction)`` follows the scan. Frames are scaled as they are decoded so their
-    shorter side is at most ``max_edge`` pixels (video/clip.py's DECODE_EDGE; None: source resolution).
+    The scan stops after ``scan_budget_s`` seconds (None: never), or as soon as its pace says it would take
+    longer, and the frames are then uniform, with a warning saying so; ``progress(fraction)`` follows the scan.
+    The demux pass that counts the frames is made once, for the scan and the decoder, and asks ``cancel``.
+    Frames are scaled as they are decoded so their shorter side is at most ``max_edge`` pixels (video/clip.py's
+    DECODE_EDGE; None: source resolution).
     """
     if backend not in BACKENDS:
         raise InputError(f"unknown video backend {backend!r} (choose from {', '.join(BACKENDS)})")
@@ -67,10 +71,11 @@ def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto", 
         raise InputError(f"num_frames must be a positive integer, got {num_frames!r}")
     path = Path(path)
     pick: Pick = frame_indices
-    changes, notice = None, None
+    changes, notice, probed = None, None, None
     if sampler == "content":
+        probed = _probe(path, cancel_tick(cancel))  # one demux pass for the scan and the decoder
         try:
-            changes = scan_changes(path, cancel=cancel, budget_s=scan_budget_s, progress=progress)
+            changes = scan_changes(path, cancel=cancel, budget_s=scan_budget_s, progress=progress, probed=probed)
             pick = partial(_content_pick, changes)
         except ScanOverBudget as e:
             notice = f"frames chosen uniformly: {e}"
@@ -78,7 +83,7 @@ def sample_frames(path: str | Path, num_frames: int = 8, backend: str = "auto", 
     failures = []
     for name in order:
         try:
-            clip = _run_backend(name, path, num_frames, pick, cancel, max_edge)
+            clip = _run_backend(name, path, num_frames, pick, cancel, max_edge, probed)
         except _BackendFailed as e:
             failures.append(str(e)[:160])
             continue
