@@ -10,7 +10,7 @@ from torch import Tensor
 
 from .answer import Answer, Stats
 from .pruning import KeptTokens, ModelDims
-from .pruning.flops import estimate_flops
+from .pruning.flops import estimate_flops, estimate_flops_stages
 from .request import Request
 
 
@@ -62,6 +62,7 @@ class BatchRun:
     peak: tuple[int, str]  # bytes, kind
     t_end: float  # the clock when decoding ended
     prefix_hits: list[bool] | None = None  # per sample: its prompt prefix came from the prefix cache
+    plan: object | None = None  # the in-LLM plan (its `layers`; `absorbed` and `details` where it reports them)
 
 
 @dataclass(frozen=True)
@@ -83,14 +84,21 @@ def assemble(setting: Setting, requests: list[Request], run: BatchRun, new_ids: 
     answers = []
     for i, req in enumerate(requests):
         n_vis = req.enc.layout.n_tokens
-        if run.kept is not None:  # FastV chose inside the LLM
+        absorbed, details, stages = req.selection.absorbed, req.selection.details, None
+        if run.kept is not None and req.kept is not None:  # two stages: the LLM kept some of the selection's
+            inner = run.kept[i].tolist()
+            kept_idx, scores = [req.kept[j] for j in inner], req.selection.scores
+            absorbed = _absorbed(req, inner, getattr(run.plan, "absorbed", None), i)
+            details = {**details, **getattr(run.plan, "details", [{}] * len(requests))[i]}
+            stages = [(0, len(req.kept)), (run.plan.layers[0], len(inner))]
+        elif run.kept is not None:  # FastV chose inside the LLM
             kept_idx, scores = run.kept[i].tolist(), run.scores[i].float().tolist()
         else:
             kept_idx = req.kept if req.kept is not None else list(range(n_vis))
             scores = req.selection.scores
         kept = KeptTokens(method=req.cfg.method, layer=req.cfg.layer, n_visual=n_vis, kept=kept_idx,
                           layout=req.enc.layout, offset=run.visual_offsets[i] - (n - len(req.ids)), r=req.r,
-                          scores=scores, details=req.selection.details, absorbed=req.selection.absorbed)
+                          scores=scores, details=details, absorbed=absorbed)
         stats = Stats(
             frames=len(req.clip.frames), sampler=req.clip.sampler, distinct_frames=req.clip.distinct_frames,
             visual_tokens=n_vis,
@@ -106,8 +114,19 @@ def assemble(setting: Setting, requests: list[Request], run: BatchRun, new_ids: 
         )
         # A method sampling fewer frames is measured against the frames R was applied to (all unpruned).
         full = n_vis if req.plan.full_frames is None else req.plan.full_frames * req.enc.layout.tokens_per_frame
-        flops = estimate_flops(setting.dims, len(req.ids) - len(req.visual), full, len(kept_idx), req.cfg.layer)
+        n_text = len(req.ids) - len(req.visual)
+        flops = (estimate_flops_stages(setting.dims, n_text, full, stages) if stages else
+                 estimate_flops(setting.dims, n_text, full, len(kept_idx), req.cfg.layer))
         text = setting.tokenizer.decode(new_ids[i], skip_special_tokens=True).strip()
         answers.append(Answer(text=text, question=req.question, clip=req.clip, kept=kept, decision=req.plan.decision,
                               stats=stats, flops=flops, prune=req.cfg, prompt=setting.prompt))
     return answers
+
+
+def _absorbed(req: Request, inner: list[int], merged: list[dict[int, list[int]]] | None, i: int) -> list[list[int]]:
+    """What each token kept by both stages took in, as visual-span indices: what it absorbed before the LLM, and
+    the selection's tokens merged into it inside the LLM (`merged[i]`: inner kept index -> inner merged indices)
+    with what they had absorbed."""
+    before = req.selection.absorbed or [[] for _ in req.kept]
+    into = merged[i] if merged else {}
+    return [sorted(before[j] + [x for m in into.get(j, []) for x in [req.kept[m], *before[m]]]) for j in inner]

@@ -158,7 +158,7 @@ class VideoQA:
         if method.acts is not Acts.BEFORE_LLM:
             return Selection(None, enc.features.reshape(-1, enc.features.shape[-1]))
         keep = keep_count(enc.layout.n_tokens, r)
-        key = (frames_key, cfg.method, cfg.params, keep) if frames_key and method.question_independent else None
+        key = (frames_key, cfg.method, cfg.params, keep) if frames_key else None  # a selection reads no question
         if (sel := self._selections.get_fresh(key) if key else None) is None:
             sel = method.select(enc, keep, cfg.options)
             if key:
@@ -292,9 +292,8 @@ class VideoQA:
         """Run the prompts through the LLM; a method acting inside it (FastV) ranks and prunes each sample."""
         cfg = requests[0].cfg
         method = cfg.method_spec
-        plan = None
-        if method.acts is Acts.IN_LLM:
-            plan = method.plan(cfg.options, [req.r for req in requests], requests[0].enc.layout.tokens_per_frame)
+        plan = method.llm_plan(cfg.options, [req.r for req in requests], requests[0].enc.layout.tokens_per_frame,
+                               [req.selection for req in requests])  # FastV's; PruneVid's after its selection
         if self.prefix_cache is not None and (method.question_independent or plan is not None):
             state = prefill_cached(self.prefix_cache, self.decoder.lm, requests, batch, plan, self.dims.n_layers,
                                    self.clock)
@@ -333,7 +332,7 @@ class VideoQA:
         run = BatchRun(kept=state.kept if fastv else None, scores=state.scores if fastv else None,
                        visual_offsets=state.visual_offsets, t_rank=state.t_rank,
                        cache_bytes=llm.cache_bytes(state.cache), t_prefill=t_prefill, t_generate=t_generate,
-                       peak=peak, t_end=self.clock(), prefix_hits=state.prefix_hits)
+                       peak=peak, t_end=self.clock(), prefix_hits=state.prefix_hits, plan=state.plan)
         setting = Setting(self.processor.tokenizer, self.dims, str(self.device),
                           str(self.dtype).removeprefix("torch."), self.prompt, self.temporal_attention)
         return assemble(setting, requests, run, new_ids)

@@ -108,7 +108,8 @@ def run_layers(lm: LanguageModel, result: PrefillResult, start: int, h: Tensor, 
             t0 = clock()
             view = LayerView(layer=i, hidden=h, hidden_prev=h_in, positions=position_ids, key_mask=key_mask,
                              visual_mask=visual_mask, visual_index=visual_index, r=_per_sample(plan, b),
-                             n_layers=lm.n_layers, attention_rows=_rows_of(lm, i - 1, h_in, pos_emb, cache, key_mask))
+                             n_layers=lm.n_layers, attention_rows=_rows_of(lm, i - 1, h_in, pos_emb, cache, key_mask),
+                             attention_heads=_rows_of(lm, i - 1, h_in, pos_emb, cache, key_mask, per_head=True))
             keep = plan.at_layer(view)
             if keep.hidden is not None:
                 h = keep.hidden
@@ -144,8 +145,9 @@ def _per_sample(plan, b: int) -> list[float]:
     return list(r) if isinstance(r, (list, tuple)) else [r] * b
 
 
-def _rows_of(lm: LanguageModel, i: int, h_in: Tensor, pos_emb, cache, key_mask: Tensor) -> Callable[[Tensor], Tensor]:
-    return lambda rows: lm.attention_rows(i, h_in, rows, pos_emb, cache, key_mask)
+def _rows_of(lm: LanguageModel, i: int, h_in: Tensor, pos_emb, cache, key_mask: Tensor,
+             per_head: bool = False) -> Callable[[Tensor], Tensor]:
+    return lambda rows: lm.attention_rows(i, h_in, rows, pos_emb, cache, key_mask, per_head=per_head)
 
 
 def _gather_index(key_mask: Tensor, visual_mask: Tensor, kept: list[Tensor]) -> tuple[Tensor, Tensor]:

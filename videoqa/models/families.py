@@ -153,6 +153,9 @@ class FamilyQA:
         if cfg.method_spec.reduces_frames:  # the planner's fewer-frames rule is not wired into this path yet
             raise InputError(f"--prune {cfg.method} does not apply to {self.family} yet: it plans fewer frames, "
                              f"which only the Video-LLaVA pipeline does; use --frames instead")
+        if cfg.method_spec.two_stage(cfg.options):  # the stage inside the LLM after a selection: not wired in here
+            raise InputError(f"--prune {cfg.method} does not apply to {self.family} yet: it acts before and inside "
+                             f"the LLM, which only the Video-LLaVA pipeline does")
         n_text = 40 + len(self.processor.tokenizer(question).input_ids)  # the chat template's turns around it
         policy = model_policy(card_of(self.name)).policy
         planned = plan(dims, cfg, n_text, info.duration_s, frames, max_new_tokens,

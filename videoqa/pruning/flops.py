@@ -54,3 +54,32 @@ def estimate_flops(
     n_hat = n_text + n_kept
     pruned = k * layer_flops(n, d, m) + (t - k) * layer_flops(n_hat, d, m)
     return FlopsEstimate(full, pruned, pruned / full if full else 1.0, n, n_hat, layer)
+
+
+def estimate_flops_stages(dims: ModelDims, n_text: int, n_visual: int, stages: list[tuple[int, int]]) -> FlopsEstimate:
+    """Prefill FLOPs of a method that reduces the visual tokens at several layers: `stages` are (layer, visual
+    tokens seen from that layer on), layers ascending, the first usually 0 (before the LLM). Layers before the
+    first stage see all `n_visual`. With one stage this is `estimate_flops`."""
+    t, d, m = dims.n_layers, dims.hidden, dims.ffn
+    bounds = [min(layer, t) for layer, _ in stages] + [t]
+    if any(b < a for a, b in zip(bounds, bounds[1:], strict=False)) or any(not 0 <= k <= n_visual for _, k in stages):
+        raise ValueError(f"stages must ascend with 0 <= kept <= {n_visual}, got {stages}")
+    n = n_text + n_visual
+    full = t * layer_flops(n, d, m)
+    pruned = bounds[0] * layer_flops(n, d, m)
+    for (_, kept), start, end in zip(stages, bounds, bounds[1:], strict=False):
+        pruned += (end - start) * layer_flops(n_text + kept, d, m)
+    return FlopsEstimate(full, pruned, pruned / full if full else 1.0, n, n_text + stages[-1][1], stages[0][0])
+
+
+def decode_flops(dims: ModelDims, n_context: int, n_attended: int, layer: int) -> int:
+    """FLOPs of one decoded token whose layers >= `layer` attend to `n_attended` of the `n_context` cached keys
+    (the rest hidden for that step, as DyCoke's decode-time pruning does): per layer 4·d² + 2·n·d + 2·d·m, the
+    FastV formula at one query."""
+    t, d, m = dims.n_layers, dims.hidden, dims.ffn
+
+    def one(n: int) -> int:
+        return 4 * d * d + 2 * n * d + 2 * d * m
+
+    k = min(layer, t)
+    return k * one(n_context) + (t - k) * one(n_attended)

@@ -38,6 +38,9 @@ class LayerView:
     # query positions [q] (indices into n) -> layer `layer - 1`'s attention from those queries [B, q, n], mean
     # over heads, recomputed from its cached keys (no n x n matrix; every layer keeps its fast kernel)
     attention_rows: Callable[[Tensor], Tensor]
+    # the same rows per head, [B, heads, q, n] (methods that take the maximum over heads, as PruneVid's code does);
+    # None where the prefill does not offer it
+    attention_heads: Callable[[Tensor], Tensor] | None = None
 
     @property
     def n_visual(self) -> list[int]:
@@ -70,3 +73,25 @@ class LLMPlan(Protocol):
     layers: tuple[int, ...]
 
     def at_layer(self, view: LayerView) -> LayerKeep: ...
+
+
+# --- Inside a decode step (eager decoding) ------------------------------------------------------------------
+# A plan may also define, for decoding:
+#   `before_step(view: DecodeView) -> None`: called at the start of each decode step, once the step's token has
+#       its slot in every key mask, before any layer runs; it may edit the masks in place (they persist). PruneVid
+#       hides, from the layers below its pruning layer, the visual tokens it pruned there.
+#   `decode_layers: tuple[int, ...]` and `at_decode_layer(view: StepView) -> Tensor | None`: called inside each
+#       step before layer `view.layer` runs; a [B, n] boolean answer is the key mask the layers from there to the
+#       end of that layer's group use in this step only (None: unchanged). DyCoke keeps the visual entries the
+#       step's token attends to most.
+
+
+@dataclass(frozen=True)
+class StepView:
+    """What a decode-layer hook sees inside one decode step, before layer `layer` runs."""
+
+    layer: int
+    step: int  # tokens fed before this one (0: the first token after the prefill)
+    key_mask: Tensor  # [B, n] the live keys of layer `layer`'s group; this step's token is the last
+    # layer `layer - 1`'s attention of this step's token over its cache [B, n], mean over heads
+    attention_row: Callable[[], Tensor]

@@ -72,6 +72,7 @@ class Registry:
 def _builtins() -> tuple[Method, ...]:
     from .methods import (
         divprune,
+        dycoke,
         fastv,
         fastvid,
         flashvid,
@@ -79,6 +80,7 @@ def _builtins() -> tuple[Method, ...]:
         holitom,
         none,
         pool,
+        prunevid,
         random,
         vidcom2,
         visionzip,
@@ -86,7 +88,8 @@ def _builtins() -> tuple[Method, ...]:
     )
 
     return (none.METHOD, fastv.METHOD, vispruner.METHOD, random.METHOD, fastvid.METHOD, visionzip.METHOD,
-            divprune.METHOD, holitom.METHOD, vidcom2.METHOD, flashvid.METHOD, pool.METHOD, frames.METHOD)
+            divprune.METHOD, holitom.METHOD, vidcom2.METHOD, flashvid.METHOD, pool.METHOD, frames.METHOD,
+            prunevid.METHOD, dycoke.METHOD)
 
 
 REGISTRY = Registry(_builtins())
