@@ -4,6 +4,8 @@ token's row, from layer L on, hides the visual keys it attended to least at laye
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from transformers import VideoLlavaForConditionalGeneration
@@ -116,3 +118,21 @@ def test_dp_needs_eager_decoding(tiny_model_dir):
     state = llm.prefill(model, embeds, torch.ones(1, N, dtype=torch.long), vis, DyCokePlan(LAYER, RATIO))
     with pytest.raises(Exception, match="use --decode eager"):
         list(llm.decoder_for(model, "static").decode_n_tokens(state, 3, set()))
+
+
+@pytest.mark.slow
+def test_ask_json_reports_ttm_and_the_decode_steps(tiny_model_dir, tmp_path, capsys):
+    from helpers.clipgen import write_clip
+
+    from videoqa.cli import main
+
+    clip = write_clip(tmp_path / "c.mp4", n_frames=16)
+    code = main(["ask", str(clip), "What is shown?", "--model", str(tiny_model_dir), "--json", "--prune", "dycoke",
+                 "--r", "0.75", "--max-new-tokens", "3"])
+    record = json.loads(capsys.readouterr().out)
+    kept, details = record["kept"], record["kept"]["details"]
+    assert code == 0 and kept["method"] == "dycoke"
+    assert kept["n_kept"] == 8 + 3 * 64 + 5 * int(0.25 * 64)  # frames 1, 2, 3, 5 and 7 keep a quarter of 64 patches
+    assert details["decode_visual"] == kept["n_kept"] and details["decode_layer"] == 1
+    steps = details["decode_visual_attended"]  # one entry per token fed back (the official int(n * (1 - P)))
+    assert 1 <= len(steps) <= 2 and set(steps) == {int(kept["n_kept"] * (1 - 0.8))}

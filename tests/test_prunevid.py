@@ -7,6 +7,7 @@ them in no layer (the official code trims them from the cache of the layers belo
 from __future__ import annotations
 
 import itertools
+import json
 import random
 
 import pytest
@@ -194,3 +195,17 @@ def test_inside_the_llm_keeps_the_questions_best_and_hides_the_rest_everywhere_w
     positions = torch.cat([batch.position_ids, batch.position_ids[:, -1:] + 1], dim=1)
     ref = masked_forward(model, seq, positions, [low] * K + [high] * (4 - K))[:, -1]
     assert torch.allclose(ours, ref, atol=1e-4), (ours - ref).abs().max()
+
+
+@pytest.mark.slow
+def test_ask_json_reports_both_stages(tiny_model_dir, clip, capsys):
+    from videoqa.cli import main
+
+    code = main(["ask", str(clip), "What is shown?", "--model", str(tiny_model_dir), "--json", "--prune", "prunevid",
+                 "--r", "0.75", "--max-new-tokens", "2"])
+    record = json.loads(capsys.readouterr().out)
+    kept = record["kept"]
+    assert code == 0 and kept["method"] == "prunevid" and kept["details"]["llm_layer"] == 1  # 11/32 of 4 layers
+    groups = kept["details"]["groups"]  # the selection's tokens; a quarter of each group survives the LLM's stage
+    assert kept["n_kept"] == 8 + sum(int(groups.count(g) * 0.25) for g in set(groups) - {-1})
+    assert record["flops"]["n_tokens_pruned"] == record["stats"]["prompt_tokens"] - len(groups) + kept["n_kept"]

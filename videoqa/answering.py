@@ -89,7 +89,8 @@ def assemble(setting: Setting, requests: list[Request], run: BatchRun, new_ids: 
             inner = run.kept[i].tolist()
             kept_idx, scores = [req.kept[j] for j in inner], req.selection.scores
             absorbed = _absorbed(req, inner, getattr(run.plan, "absorbed", None), i)
-            details = {**details, **getattr(run.plan, "details", [{}] * len(requests))[i]}
+            plan_details = getattr(run.plan, "details", [{}] * len(requests))[i]
+            details = {**details, "llm_layer": run.plan.layers[0], **plan_details}
             stages = [(0, len(req.kept)), (run.plan.layers[0], len(inner))]
         elif run.kept is not None:  # FastV chose inside the LLM
             kept_idx, scores = run.kept[i].tolist(), run.scores[i].float().tolist()
