@@ -181,8 +181,9 @@ class PruneVidPlan:
 
     def at_layer(self, view: LayerView) -> LayerKeep:
         n = view.hidden.shape[1]
-        last_vis = max(int(view.visual_mask[s].nonzero().max()) for s in range(len(view.r)))
-        rows = torch.arange(last_vis + 1, n, device=view.hidden.device)
+        # every sample's text after its video: from the earliest end of a visual span (left padding varies)
+        first = min(int(view.visual_mask[s].nonzero().max()) for s in range(len(view.r))) + 1
+        rows = torch.arange(first, n, device=view.hidden.device)
         heads = view.attention_heads(rows)  # [B, H, q, n]
         kept, scores, self.dropped = [], [], []
         for s in range(len(view.r)):
