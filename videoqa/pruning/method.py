@@ -192,6 +192,8 @@ class Method:
     def llm_plan(self, params: Mapping[str, Any], rs: list[float], tokens_per_frame: int | None,
                  selections: list[Selection]) -> LLMPlan | None:
         """What the prefill asks at its layers for a batch (None: nothing acts inside the LLM)."""
+        if any(params[name] == 0 for name, _ in self.depth_defaults):
+            raise ValueError(f"{self.name}: its layers are resolved against the model: PruneConfig.validate(n_layers)")
         if self.plan is not None:
             return self.plan(params, rs, tokens_per_frame)
         return self.after(params, rs, selections) if self.two_stage(params) else None
@@ -255,3 +257,13 @@ def layer_check(option: str, label: str) -> CheckFn:
             raise InputError(f"{label} {layer} is out of range: the language model has {n_layers} layers, "
                              f"so it must be in [1, {n_layers - 1}]")
     return check
+
+
+def before_and_inside(name: str, help: str, positions: Positions, select: SelectFn, after: AfterFn,
+                      layer: tuple[str, float, str], *options: Option, inside_option: str | None = None) -> Method:
+    """A method that selects before the LLM and acts again inside it (`after`), under a positions rule the user may
+    switch; `layer` = (its layer option, published layer / published depth, the option's label in errors)."""
+    option, share, label = layer
+    return Method(name=name, help=help, acts=Acts.BEFORE_LLM, options=options, positions=positions,
+                  positions_choosable=True, select=select, after=after, inside_option=inside_option,
+                  check=layer_check(option, label), depth_defaults=((option, share),))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...method import Acts, EncodedVideo, Method, Option, Positions, Selection, kept_features, layer_check, share_option
+from ...method import EncodedVideo, Option, Positions, Selection, before_and_inside, kept_features, share_option
 
 
 def _select(enc: EncodedVideo, keep: int, params: Mapping[str, Any]) -> Selection:
@@ -20,26 +20,15 @@ def _select(enc: EncodedVideo, keep: int, params: Mapping[str, Any]) -> Selectio
 def _after(params: Mapping[str, Any], rs: list[float], selections: list[Selection]):
     from .algorithm import DyCokePlan
 
-    if params["dp_layer"] < 1:
-        raise ValueError("DyCoke's decode layer is resolved against the model (PruneConfig.validate(n_layers))")
     return DyCokePlan(params["dp_layer"], params["dp_ratio"])
 
 
 # positions: the official code's rule (TTM's tokens are concatenated and numbered afresh)
-METHOD = Method(
-    name="dycoke",
-    help="merge tokens repeated in adjacent frames before the LLM, prune the visual KV cache while decoding",
-    acts=Acts.BEFORE_LLM,
-    options=(
-        Option("dp_layer", int, 0, "DyCoke: while decoding, layers from this one attend only to the visual entries "
-               "the token attends to most at the layer before (default: 0, the official 3 of 28 layers scaled to the "
-               "model's depth)", low=0, metavar="LAYER"),
-        share_option("dp_ratio", 0.8, "DyCoke: share of the visual KV entries each decode step hides (official P)"),
-    ),
-    positions=Positions.RENUMBERED,
-    positions_choosable=True,
-    select=_select,
-    after=_after,
-    check=layer_check("dp_layer", "DyCoke's decode layer"),
-    depth_defaults=(("dp_layer", 3 / 28),),
+METHOD = before_and_inside(
+    "dycoke", "merge tokens repeated in adjacent frames before the LLM, prune the visual KV cache while decoding",
+    Positions.RENUMBERED, _select, _after, ("dp_layer", 3 / 28, "DyCoke's decode layer"),
+    Option("dp_layer", int, 0, "DyCoke: while decoding, layers from this one attend only to the visual entries the "
+           "token attends to most at the layer before (default: 0, the official 3 of 28 layers scaled to the "
+           "model's depth)", low=0, metavar="LAYER"),
+    share_option("dp_ratio", 0.8, "DyCoke: share of the visual KV entries each decode step hides (official P)"),
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...method import Acts, EncodedVideo, Method, Option, Positions, Selection, layer_check, share_option
+from ...method import EncodedVideo, Option, Positions, Selection, before_and_inside, share_option
 
 
 def _select(enc: EncodedVideo, keep: int, params: Mapping[str, Any]) -> Selection:
@@ -22,30 +22,19 @@ def _select(enc: EncodedVideo, keep: int, params: Mapping[str, Any]) -> Selectio
 def _after(params: Mapping[str, Any], rs: list[float], selections: list[Selection]):
     from .algorithm import PruneVidPlan
 
-    if params["vtp_layer"] < 1:
-        raise ValueError("PruneVid's layer is resolved against the model (PruneConfig.validate(n_layers))")
     return PruneVidPlan(params["vtp_layer"], rs, [sel.details["groups"] for sel in selections])
 
 
 # positions: the official code's rule before the LLM (merged tokens concatenated and numbered afresh); inside it
 # the kept tokens keep the positions they had
-METHOD = Method(
-    name="prunevid",
-    help="merge tokens static over temporal segments before the LLM, prune by the question's attention inside it",
-    acts=Acts.BEFORE_LLM,
-    options=(
-        Option("vtp_layer", int, 0, "PruneVid: prune inside the LLM before this layer, by the attention at the one "
-               "before (default: 0, the official 11 of 32 layers scaled to the model's depth)", low=0,
-               metavar="LAYER"),
-        Option("static_threshold", float, 0.8, "PruneVid: a token position is static over a segment whose frames' "
-               "mean pairwise similarity there exceeds this (default: 0.8)", low=-1.0, high=1.0, metavar="COSINE"),
-        share_option("segment_ratio", 0.25, "PruneVid: segments sought, as a share of the frames"),
-        share_option("cluster_ratio", 0.5, "PruneVid: tokens a set of more than 14 is clustered to, as a share"),
-    ),
-    positions=Positions.RENUMBERED,
-    positions_choosable=True,
-    select=_select,
-    after=_after,
-    check=layer_check("vtp_layer", "PruneVid's layer"),
-    depth_defaults=(("vtp_layer", 11 / 32),),
+METHOD = before_and_inside(
+    "prunevid", "merge tokens static over temporal segments before the LLM, prune by the question's attention "
+    "inside it",
+    Positions.RENUMBERED, _select, _after, ("vtp_layer", 11 / 32, "PruneVid's layer"),
+    Option("vtp_layer", int, 0, "PruneVid: prune inside the LLM before this layer, by the attention at the one before "
+           "(default: 0, the official 11 of 32 layers scaled to the model's depth)", low=0, metavar="LAYER"),
+    Option("static_threshold", float, 0.8, "PruneVid: a token position is static over a segment whose frames' mean "
+           "pairwise similarity there exceeds this (default: 0.8)", low=-1.0, high=1.0, metavar="COSINE"),
+    share_option("segment_ratio", 0.25, "PruneVid: segments sought, as a share of the frames"),
+    share_option("cluster_ratio", 0.5, "PruneVid: tokens a set of more than 14 is clustered to, as a share"),
 )
