@@ -136,3 +136,14 @@ def test_ask_json_reports_ttm_and_the_decode_steps(tiny_model_dir, tmp_path, cap
     assert details["decode_visual"] == kept["n_kept"] and details["decode_layer"] == 1
     steps = details["decode_visual_attended"]  # one entry per token fed back (the official int(n * (1 - P)))
     assert 1 <= len(steps) <= 2 and set(steps) == {int(kept["n_kept"] * (1 - 0.8))}
+
+
+def test_decode_flops_count_the_entries_each_step_reads():
+    from videoqa.pruning.base import ModelDims
+    from videoqa.pruning.flops import decode_flops
+
+    dims = ModelDims(n_layers=4, hidden=8, ffn=20, n_heads=2, n_kv_heads=2, head_dim=4, context=512,
+                     tokens_per_frame=10,
+                     grid=3)
+    per_layer = [4 * 64 + 2 * n * 8 + 2 * 8 * 20 for n in (300, 300, 120, 120)]  # one query; layers >= 2 read 120
+    assert decode_flops(dims, 300, 120, 2) == sum(per_layer)

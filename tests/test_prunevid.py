@@ -208,4 +208,13 @@ def test_ask_json_reports_both_stages(tiny_model_dir, clip, capsys):
     assert code == 0 and kept["method"] == "prunevid" and kept["details"]["llm_layer"] == 1  # 11/32 of 4 layers
     groups = kept["details"]["groups"]  # the selection's tokens; a quarter of each group survives the LLM's stage
     assert kept["n_kept"] == 8 + sum(int(groups.count(g) * 0.25) for g in set(groups) - {-1})
-    assert record["flops"]["n_tokens_pruned"] == record["stats"]["prompt_tokens"] - len(groups) + kept["n_kept"]
+    n_text = record["stats"]["prompt_tokens"] - len(groups)
+    assert record["flops"]["n_tokens_pruned"] == n_text + kept["n_kept"]
+    # FLOPs by stage (FastV's per-layer formula): layer 0 at the selection's tokens, layers 1-3 at those kept there
+    config = json.loads((tiny_model_dir / "config.json").read_text())["text_config"]
+    d, m = config["hidden_size"], config["intermediate_size"]
+
+    def layer(n):
+        return 4 * n * d * d + 2 * n * n * d + 2 * n * d * m
+    assert record["flops"]["pruned"] == layer(n_text + len(groups)) + 3 * layer(n_text + kept["n_kept"])
+    assert record["flops"]["full"] == 4 * layer(n_text + 520)
