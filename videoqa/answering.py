@@ -124,10 +124,13 @@ def assemble(setting: Setting, requests: list[Request], run: BatchRun, new_ids: 
     return answers
 
 
-def _absorbed(req: Request, inner: list[int], merged: list[dict[int, list[int]]] | None, i: int) -> list[list[int]]:
+def _absorbed(req: Request, inner: list[int], merged: list[dict[int, list[int]]] | None,
+              i: int) -> list[list[int]] | None:
     """What each token kept by both stages took in, as visual-span indices: what it absorbed before the LLM, and
     the selection's tokens merged into it inside the LLM (`merged[i]`: inner kept index -> inner merged indices)
     with what they had absorbed."""
+    if req.selection.absorbed is None and not merged:  # nothing merged in either stage (DyCoke)
+        return None
     before = req.selection.absorbed or [[] for _ in req.kept]
     into = merged[i] if merged else {}
     return [sorted(before[j] + [x for m in into.get(j, []) for x in [req.kept[m], *before[m]]]) for j in inner]
