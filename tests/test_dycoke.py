@@ -120,7 +120,6 @@ def test_dp_needs_eager_decoding(tiny_model_dir):
         list(llm.decoder_for(model, "static").decode_n_tokens(state, 3, set()))
 
 
-@pytest.mark.slow
 def test_ask_json_reports_ttm_and_the_decode_steps(tiny_model_dir, tmp_path, capsys):
     from helpers.clipgen import write_clip
 

@@ -197,7 +197,6 @@ def test_inside_the_llm_keeps_the_questions_best_and_hides_the_rest_everywhere_w
     assert torch.allclose(ours, ref, atol=1e-4), (ours - ref).abs().max()
 
 
-@pytest.mark.slow
 def test_ask_json_reports_both_stages(tiny_model_dir, clip, capsys):
     from videoqa.cli import main
 
