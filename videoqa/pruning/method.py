@@ -192,11 +192,11 @@ class Method:
     def llm_plan(self, params: Mapping[str, Any], rs: list[float], tokens_per_frame: int | None,
                  selections: list[Selection]) -> LLMPlan | None:
         """What the prefill asks at its layers for a batch (None: nothing acts inside the LLM)."""
+        if self.plan is None and not self.two_stage(params):
+            return None
         if any(params[name] == 0 for name, _ in self.depth_defaults):
             raise ValueError(f"{self.name}: its layers are resolved against the model: PruneConfig.validate(n_layers)")
-        if self.plan is not None:
-            return self.plan(params, rs, tokens_per_frame)
-        return self.after(params, rs, selections) if self.two_stage(params) else None
+        return self.plan(params, rs, tokens_per_frame) if self.plan is not None else self.after(params, rs, selections)
 
     def resolve_depth(self, params: dict[str, Any], n_layers: int) -> None:
         """Fill, in `params`, each depth-relative layer option left at 0 with the published layer scaled to a
