@@ -146,3 +146,17 @@ def test_decode_flops_count_the_entries_each_step_reads():
                      grid=3)
     per_layer = [4 * 64 + 2 * n * 8 + 2 * 8 * 20 for n in (300, 300, 120, 120)]  # one query; layers >= 2 read 120
     assert decode_flops(dims, 300, 120, 2) == sum(per_layer)
+
+
+def test_layer_defaults_are_the_published_layers_scaled_to_the_depth():
+    from videoqa.errors import InputError
+    from videoqa.pruning import PruneConfig
+
+    published = {("dycoke", "dp_layer"): (28, 3), ("prunevid", "vtp_layer"): (32, 11),
+                 ("holitom", "merge_layer"): (28, 18)}
+    for (method, option), (depth, layer) in published.items():
+        assert getattr(PruneConfig(method, r=0.5).validate(depth), option) == layer  # on the published model
+        assert getattr(PruneConfig(method, r=0.5).validate(4), option) == max(1, round(layer / depth * 4))
+        assert getattr(PruneConfig(method, r=0.5, **{option: 2}).validate(4), option) == 2  # given: kept
+        with pytest.raises(InputError, match="out of range"):
+            PruneConfig(method, r=0.5, **{option: 4}).validate(4)
