@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+from helpers.masked_reference import eager_prompt
 from transformers import VideoLlavaForConditionalGeneration
 
 from videoqa import llm
@@ -61,11 +62,7 @@ def dp_kept(attention: torch.Tensor, previous: torch.Tensor | None, kept: torch.
 
 @torch.no_grad()
 def test_dp_decode_steps_equal_a_forward_masking_the_least_attended_visual_keys(tiny_model_dir):
-    model = VideoLlavaForConditionalGeneration.from_pretrained(tiny_model_dir, attn_implementation="eager").eval()
-    g = torch.Generator().manual_seed(1)
-    embeds = torch.randn(1, N, model.config.text_config.hidden_size, generator=g) * 0.05
-    vis = torch.zeros(1, N, dtype=torch.bool)
-    vis[0, VIS] = True
+    model, embeds, vis = eager_prompt(tiny_model_dir, N, VIS, seed=1)
     state = llm.prefill(model, embeds, torch.ones(1, N, dtype=torch.long), vis, DyCokePlan(LAYER, RATIO))
     embed = model.get_input_embeddings()
     tokens, ours = [embed(state.logits.argmax(-1)[:, None])], []
