@@ -102,13 +102,13 @@ def plan_layers(plan: LLMPlan | None, n_layers: int) -> tuple[int, ...]:
     return tuple(layers_for(n_layers)) if layers_for is not None else tuple(plan.layers)
 
 
-def scaled_layers(published: tuple[int, ...], n_layers: int, low: int = 0) -> tuple[int, ...]:
-    """Layers published for a 32-layer model, at the same depth share of an `n_layers`-layer one: ascending,
-    distinct, in [low, n_layers - 1] (later ones pushed up by one where rounding makes two meet; past the end
-    dropped)."""
+def scaled_layers(published: tuple[int, ...], n_layers: int, low: int = 0, depth: int = 32) -> tuple[int, ...]:
+    """Layers published for a `depth`-layer model (32: PyramidDrop's, SparseVLM's), at the same depth share of an
+    `n_layers`-layer one: ascending, distinct, in [low, n_layers - 1] (later ones pushed up by one where rounding
+    makes two meet; past the end dropped)."""
     out: list[int] = []
     for layer in published:
-        at = max(low, round(layer * n_layers / 32), out[-1] + 1 if out else low)
+        at = max(low, round(layer * n_layers / depth), out[-1] + 1 if out else low)
         if at < n_layers:
             out.append(at)
     return tuple(out)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from .base import VisualLayout
+from .hook import scaled_layers
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -161,7 +162,8 @@ class Method:
     and prunes inside it; DyCoke merges before it and prunes the KV cache while decoding), its plan made from
     what its selections left (`llm_plan`); `inside_option` may name the bool option that turns that stage on.
     `depth_defaults` names layer options whose default 0 means "the published layer, scaled to this model's
-    depth" ((option, published layer / published depth)), resolved by `PruneConfig.validate` (`resolve_depth`)."""
+    depth" ((option, published layer, published depth)), resolved by `PruneConfig.validate` (`resolve_depth`) with
+    the hook's `scaled_layers`, the rule the in-LLM methods' own layer schedules follow."""
 
     name: str
     help: str
@@ -180,7 +182,7 @@ class Method:
     # question about a clip: then its KV cache is reused across questions (videoqa/llm/prefix_cache.py). Default:
     # every method that does not act inside the LLM (a method ranking there reads the question).
     question_independent: bool | None = None
-    depth_defaults: tuple[tuple[str, float], ...] = ()
+    depth_defaults: tuple[tuple[str, int, int], ...] = ()
     after: AfterFn | None = None
     inside_option: str | None = None  # a method with an `after`: the bool option that turns that stage on
 
@@ -219,16 +221,16 @@ class Method:
         """What the prefill asks at its layers for a batch (None: nothing acts inside the LLM)."""
         if self.plan is None and not self.two_stage(params):
             return None
-        if any(params[name] == 0 for name, _ in self.depth_defaults):
+        if any(params[name] == 0 for name, _, _ in self.depth_defaults):
             raise ValueError(f"{self.name}: its layers are resolved against the model: PruneConfig.validate(n_layers)")
         return self.plan(params, rs, tokens_per_frame) if self.plan is not None else self.after(params, rs, selections)
 
     def resolve_depth(self, params: dict[str, Any], n_layers: int) -> None:
         """Fill, in `params`, each depth-relative layer option left at 0 with the published layer scaled to a
         model of `n_layers` layers (at least 1, at most n_layers - 1)."""
-        for name, share in self.depth_defaults:
-            if params.get(name) == 0:
-                params[name] = max(1, min(n_layers - 1, round(share * n_layers)))
+        for name, layer, depth in self.depth_defaults:
+            if params.get(name) == 0:  # none left (a 1-layer model): layer 1, which the check then refuses
+                params[name] = (scaled_layers((layer,), n_layers, low=1, depth=depth) or (1,))[0]
 
     @property
     def uses_r(self) -> bool:
@@ -285,10 +287,11 @@ def layer_check(option: str, label: str) -> CheckFn:
 
 
 def before_and_inside(name: str, help: str, positions: Positions, select: SelectFn, after: AfterFn,
-                      layer: tuple[str, float, str], *options: Option, inside_option: str | None = None) -> Method:
+                      layer: tuple[str, int, int, str], *options: Option, inside_option: str | None = None) -> Method:
     """A method that selects before the LLM and acts again inside it (`after`), under a positions rule the user may
-    switch; `layer` = (its layer option, published layer / published depth, the option's label in errors)."""
-    option, share, label = layer
+    switch; `layer` = (its layer option, its published layer, the published model's depth, the option's label in
+    errors)."""
+    option, published, depth, label = layer
     return Method(name=name, help=help, acts=Acts.BEFORE_LLM, options=options, positions=positions,
                   positions_choosable=True, select=select, after=after, inside_option=inside_option,
-                  check=layer_check(option, label), depth_defaults=((option, share),))
+                  check=layer_check(option, label), depth_defaults=((option, published, depth),))

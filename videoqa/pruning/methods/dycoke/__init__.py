@@ -26,7 +26,7 @@ def _after(params: Mapping[str, Any], rs: list[float], selections: list[Selectio
 # positions: the official code's rule (TTM's tokens are concatenated and numbered afresh)
 METHOD = before_and_inside(
     "dycoke", "merge tokens repeated in adjacent frames before the LLM, prune the visual KV cache while decoding",
-    Positions.RENUMBERED, _select, _after, ("dp_layer", 3 / 28, "DyCoke's decode layer"),
+    Positions.RENUMBERED, _select, _after, ("dp_layer", 3, 28, "DyCoke's decode layer"),
     Option("dp_layer", int, 0, "DyCoke: while decoding, layers from this one attend only to the visual entries the "
            "token attends to most at the layer before (default: 0, the official 3 of 28 layers scaled to the "
            "model's depth)", low=0, metavar="LAYER"),

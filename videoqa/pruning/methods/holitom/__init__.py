@@ -29,7 +29,7 @@ def _after(params: Mapping[str, Any], rs: list[float], selections: list[Selectio
 METHOD = before_and_inside(
     "holitom", "static tokens merged over globally chosen windows, dynamic ones by attention, before the LLM "
     "(--llm-merge: and merged again inside it)", Positions.RENUMBERED, _select, _after,
-    ("merge_layer", 18 / 28, "HoliTom's merge layer"),
+    ("merge_layer", 18, 28, "HoliTom's merge layer"),
     Option("static_threshold", float, 0.8, "HoliTom: a token position is static over frames whose consecutive "
            "similarities all exceed this (default: 0.8)", low=-1.0, high=1.0, metavar="COSINE"),
     Option("llm_merge", bool, False, "HoliTom: also its stage inside the LLM, merging the visual tokens the last "

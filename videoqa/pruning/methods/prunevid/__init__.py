@@ -30,7 +30,7 @@ def _after(params: Mapping[str, Any], rs: list[float], selections: list[Selectio
 METHOD = before_and_inside(
     "prunevid", "merge tokens static over temporal segments before the LLM, prune by the question's attention "
     "inside it",
-    Positions.RENUMBERED, _select, _after, ("vtp_layer", 11 / 32, "PruneVid's layer"),
+    Positions.RENUMBERED, _select, _after, ("vtp_layer", 11, 32, "PruneVid's layer"),
     Option("vtp_layer", int, 0, "PruneVid: prune inside the LLM before this layer, by the attention at the one before "
            "(default: 0, the official 11 of 32 layers scaled to the model's depth)", low=0, metavar="LAYER"),
     Option("static_threshold", float, 0.8, "PruneVid: a token position is static over a segment whose frames' mean "
