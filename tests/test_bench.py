@@ -23,6 +23,34 @@ def test_method_rows_are_consistent():
     assert 0 < rand["flops_ratio"] < fastv["flops_ratio"] < 1
 
 
+def test_two_stage_rows_count_both_stages():
+    """PruneVid and DyCoke act before the LLM and at their scaled layer inside it: the row's kept count is what the
+    stage inside left, its K that layer, and its FLOPs the per-layer formula (4nd² + 2n²d + 2ndm) with layers below
+    K at the selection's count and the rest at the kept one."""
+    from videoqa.bench.lm import build_lm, dims_of, llm_inputs
+    from videoqa.pruning import PruneConfig
+
+    setup = Setup(preset="tiny", frames=2)
+    rows = method_rows(setup, [("prunevid", 0.5), ("dycoke", 0.5)], repeats=1, decode_tokens=2)
+    model = build_lm(setup)
+    dims = dims_of(model, model.dtype)
+    n_text, n_vis, t = 60, 2 * 257, dims.n_layers
+    d, m = dims.hidden, dims.ffn
+
+    def layer(n: int) -> int:
+        return 4 * n * d * d + 2 * n * n * d + 2 * n * d * m
+
+    for row, name in zip(rows, ("prunevid", "dycoke"), strict=True):
+        cfg = PruneConfig(name, r=0.5).validate(t)
+        selected = llm_inputs(model, 2, cfg, 0.5)[2]
+        k = cfg.options["vtp_layer" if name == "prunevid" else "dp_layer"]
+        assert row["k"] == k and 0 < row["kept"] <= selected < n_vis, name
+        if name == "dycoke":  # its stage inside acts while decoding: the prefill keeps the selection
+            assert row["kept"] == selected
+        flops = k * layer(n_text + selected) + (t - k) * layer(n_text + row["kept"])
+        assert row["flops_ratio"] == pytest.approx(flops / (t * layer(n_text + n_vis))), name
+
+
 @pytest.mark.slow
 def test_bench_command_prints_tables(capsys):
     assert main(["bench", "llm", "frames", "--preset", "tiny", "--repeats", "1", "--decode-tokens", "1"]) == 0

@@ -5,7 +5,7 @@ next logits equal transformers' own decoder over the whole sequence with that to
 from __future__ import annotations
 
 import torch
-from transformers import VideoLlavaForConditionalGeneration
+from helpers.masked_reference import eager_prompt
 
 from videoqa import llm
 from videoqa.pruning.hook import DecodeView, LayerKeep, LayerView
@@ -27,11 +27,7 @@ class HideVisualAfterFirstToken:
 
 @torch.no_grad()
 def test_after_token_hides_cache_entries_like_a_masked_forward(tiny_model_dir):
-    model = VideoLlavaForConditionalGeneration.from_pretrained(tiny_model_dir, attn_implementation="eager").eval()
-    g = torch.Generator().manual_seed(0)
-    embeds = torch.randn(1, N, model.config.text_config.hidden_size, generator=g) * 0.05
-    vis = torch.zeros(1, N, dtype=torch.bool)
-    vis[0, VIS] = True
+    model, embeds, vis = eager_prompt(tiny_model_dir, N, VIS, seed=0)
     state = llm.prefill(model, embeds, torch.ones(1, N, dtype=torch.long), vis, HideVisualAfterFirstToken())
     embed = model.get_input_embeddings()
     t1 = embed(state.logits.argmax(-1)[:, None])

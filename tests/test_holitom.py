@@ -1,6 +1,8 @@
 """HoliTom (before the LLM): the windows, kept set and merged features equal the official routine
 (cokeshao/HoliTom, holitom/llava_arch.py: select_static_windows, get_static_dynamic_features,
-merge_tokens_by_attention_density with D = 0, merge_tokens_by_density) recomputed here in plain torch."""
+merge_tokens_by_attention_density with D = 0, merge_tokens_by_density) recomputed here in plain torch; its stage
+inside the LLM (--llm-merge) equals modeling_qwen2.py's merge recomputed here, and a decoder forward merging the
+same way at layer K with the merged-away tokens masked from there on."""
 
 import math
 
@@ -84,3 +86,81 @@ def test_matches_the_official_routine():
                 expected[f * 17 + 1 + i] = x[f, i]
     assert sel.kept == sorted(expected)
     torch.testing.assert_close(sel.visual, torch.stack([expected[i] for i in sel.kept]))
+
+
+def official_merge(hidden, score, r):
+    """HoliTom's merge inside the LLM (modeling_qwen2.py): keep the round(n * (1 - r)) best scores; every other
+    token, in ascending order, is averaged into the kept one of highest cosine similarity (similarities taken
+    before any merge)."""
+    top = score.topk(round(len(score) * (1 - r))).indices
+    others = [i for i in range(len(score)) if i not in top.tolist()]
+    sim = torch.nn.functional.cosine_similarity(hidden[others][:, None], hidden[top][None], dim=-1)
+    out = hidden.clone()
+    for o, j in zip(others, sim.max(dim=-1).indices.tolist(), strict=True):
+        out[top[j]] = (out[top[j]] + out[o]) / 2
+    return sorted(top.tolist()), out
+
+
+def test_llm_merge_averages_each_other_token_into_its_most_similar_kept_one():
+    from videoqa.pruning.methods.holitom.llm_merge import merge_into_kept
+
+    torch.manual_seed(0)
+    hidden, score = torch.randn(12, 6), torch.rand(12)
+    kept, out, merged = merge_into_kept(hidden, score, 0.5)
+    want_kept, want = official_merge(hidden, score, 0.5)
+    assert kept.tolist() == want_kept
+    torch.testing.assert_close(out, want)
+    assert sorted(sum(merged.values(), [])) == sorted(set(range(12)) - set(want_kept))
+
+
+@torch.no_grad()
+def test_llm_merge_logits_equal_a_forward_merging_at_layer_k(tiny_qa, tmp_path):
+    """The prefill with --llm-merge equals transformers' decoder where, before layer K, the kept tokens' hidden
+    states are merged as the official code does and the others are masked as keys from layer K on."""
+    from helpers.clipgen import write_clip
+
+    from videoqa import llm
+    from videoqa.pruning import PruneConfig
+
+    k = 2
+    clip = write_clip(tmp_path / "c.mp4", n_frames=16)
+    cfg = PruneConfig("holitom", r=0.5, llm_merge=True, merge_layer=k).validate(4)
+    req = tiny_qa.prepare(clip, "What colour is the shape?", None, cfg, None, 4)
+    batch = tiny_qa.collate([req])
+    state = tiny_qa.prefill([req], batch)
+    model, lm = tiny_qa.model, llm.adapt(tiny_qa.model)
+    dec = model.model.language_model
+    vis = batch.visual_mask[0].nonzero().flatten()
+    n = batch.embeds.shape[1]
+    with lm.using_kernel("eager"):
+        att = dec(inputs_embeds=batch.embeds, position_ids=batch.position_ids, output_attentions=True).attentions
+    score = att[k - 1][0].mean(0)[-1, vis]
+    kept = sorted(score.topk(round(len(vis) * 0.5)).indices.tolist())
+    assert state.kept[0].tolist() == kept
+
+    dropped = torch.zeros(n, dtype=torch.bool)
+    dropped[vis] = True
+    dropped[vis[kept]] = False
+    causal = torch.ones(n, n).tril().bool()
+    pruned = causal & ~dropped[None] | torch.eye(n, dtype=torch.bool)
+
+    def hook_for(i):
+        def hook(module, args, kwargs):
+            allowed = pruned if i >= k else causal
+            low = torch.finfo(torch.float32).min
+            kwargs["attention_mask"] = torch.zeros(n, n).masked_fill(~allowed, low)[None, None]
+            if i == k:  # the merge, on the hidden states entering layer K
+                h = args[0].clone()
+                h[0, vis] = official_merge(h[0, vis], score, 0.5)[1]
+                args = (h, *args[1:])
+            return args, kwargs
+        return hook
+
+    handles = [layer.register_forward_pre_hook(hook_for(i), with_kwargs=True) for i, layer in enumerate(dec.layers)]
+    try:
+        ref = model.lm_head(dec(inputs_embeds=batch.embeds, position_ids=batch.position_ids).last_hidden_state)
+    finally:
+        for handle in handles:
+            handle.remove()
+    ref = ref[:, -1].float()
+    assert torch.allclose(state.logits, ref, atol=1e-4), (state.logits - ref).abs().max()

@@ -66,6 +66,7 @@ class BatchRun:
     # original index of a token present -> the indices merged into it (heatmaps)
     stages: list | None = None
     absorbed: list | None = None
+    plan: object | None = None  # the in-LLM plan (two-stage methods: its `details`, where it reports them)
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,16 @@ def assemble(setting: Setting, requests: list[Request], run: BatchRun, new_ids: 
     answers = []
     for i, req in enumerate(requests):
         n_vis = req.enc.layout.n_tokens
-        absorbed = req.selection.absorbed
-        if run.kept is not None:  # chosen inside the LLM (merged tokens stand at their original index)
+        absorbed, details = req.selection.absorbed, req.selection.details
+        stages = [(layer, counts[i]) for layer, counts in run.stages] if run.stages else []
+        if run.kept is not None and req.kept is not None:  # two stages: the LLM kept some of the selection's
+            inner = sorted(run.kept[i].tolist())
+            kept_idx, scores = [req.kept[j] for j in inner], req.selection.scores
+            absorbed = _absorbed(req, inner, run.absorbed[i] if run.absorbed else {})
+            plan_details = getattr(run.plan, "details", None)
+            details = {**details, "llm_layer": stages[0][0], **(plan_details[i] if plan_details else {})}
+            stages = [(0, len(req.kept)), *stages]  # the selection's count before the LLM
+        elif run.kept is not None:  # chosen inside the LLM (merged tokens stand at their original index)
             kept_idx, scores = sorted(run.kept[i].tolist()), run.scores[i].float().tolist()
             merged = run.absorbed[i] if run.absorbed else {}
             absorbed = [merged.get(k, []) for k in kept_idx] if merged else None
@@ -97,7 +106,7 @@ def assemble(setting: Setting, requests: list[Request], run: BatchRun, new_ids: 
             scores = req.selection.scores
         kept = KeptTokens(method=req.cfg.method, layer=req.cfg.layer, n_visual=n_vis, kept=kept_idx,
                           layout=req.enc.layout, offset=run.visual_offsets[i] - (n - len(req.ids)), r=req.r,
-                          scores=scores, details=req.selection.details, absorbed=absorbed)
+                          scores=scores, details=details, absorbed=absorbed)
         stats = Stats(
             frames=len(req.clip.frames), sampler=req.clip.sampler, distinct_frames=req.clip.distinct_frames,
             visual_tokens=n_vis,
@@ -115,9 +124,8 @@ def assemble(setting: Setting, requests: list[Request], run: BatchRun, new_ids: 
         layout = req.enc.layout  # a frame of tokens may stand for several source frames (Qwen-VL: 2)
         full = n_vis if req.plan.full_frames is None else \
             req.plan.full_frames // layout.frames_per_token * layout.tokens_per_frame + layout.summary
-        if run.stages:  # per-layer counts of an in-LLM method (one stage: FastV's formula)
-            flops = staged_flops(setting.dims, len(req.ids) - len(req.visual), full,
-                                 [(layer, counts[i]) for layer, counts in run.stages])
+        if stages:  # per-layer counts of an in-LLM method (one stage: FastV's formula), after a selection's
+            flops = staged_flops(setting.dims, len(req.ids) - len(req.visual), full, stages)
         else:
             flops = estimate_flops(setting.dims, len(req.ids) - len(req.visual), full, len(kept_idx), req.cfg.layer)
         text = setting.tokenizer.decode(new_ids[i], skip_special_tokens=True).strip()
@@ -133,3 +141,17 @@ def drain(events: Generator[TextDelta, None, list[Answer]]) -> list[Answer]:
             next(events)
         except StopIteration as finished:
             return finished.value
+
+
+def _absorbed(req: Request, inner: list[int], merged: dict[int, list[int]]) -> list[list[int]] | None:
+    """What each token kept by both stages took in, as visual-span indices: what it absorbed before the LLM, and
+    the selection's tokens merged into it inside the LLM (`merged`: the prefill's `absorbed` of this sample, in
+    indices into the selection) with what they had absorbed. Summary tokens, after the selection's, absorbed
+    nothing before the LLM."""
+    if req.selection.absorbed is None and not merged:  # nothing merged in either stage (DyCoke)
+        return None
+    before = req.selection.absorbed or []
+
+    def took(j: int) -> list[int]:
+        return before[j] if j < len(before) else []
+    return [sorted(took(j) + [x for m in merged.get(j, []) for x in [req.kept[m], *took(m)]]) for j in inner]

@@ -32,7 +32,7 @@ from .model_policy import model_policy as policy_of_card
 from .models.languagebind import has_temporal_attention
 from .prefix_reuse import prefill_cached
 from .prompt_tokens import prompt_ids
-from .pruning import Acts, EncodedVideo, ModelDims, PruneConfig, Selection
+from .pruning import EncodedVideo, ModelDims, PruneConfig, Selection
 from .pruning.adaptive import frames_wanted
 from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, check_context
 from .pruning.planner import Plan, at_resolution, fewer_frames, plan, whole_groups
@@ -294,9 +294,8 @@ class VideoQA:
         """Run the prompts through the LLM; a method acting inside it (FastV) ranks and prunes each sample."""
         cfg = requests[0].cfg
         method = cfg.method_spec
-        plan = None
-        if method.acts is Acts.IN_LLM:
-            plan = method.plan(cfg.options, [req.r for req in requests], requests[0].enc.layout.tokens_per_frame)
+        plan = method.llm_plan(cfg.options, [req.r for req in requests], requests[0].enc.layout.tokens_per_frame,
+                               [req.selection for req in requests])  # FastV's; PruneVid's after its selection
         additions = self.family.layer_additions(self.model, batch, requests)  # Qwen3-VL's deepstack
         # The prefix cache keeps 1-D positions and no additions: M-RoPE families prefill whole prompts.
         reusable = batch.position_ids.dim() == 2 and not additions
@@ -338,7 +337,8 @@ class VideoQA:
         kept, scores, stages, absorbed = (s.kept, s.scores, s.stages, s.absorbed) if s else [None] * 4
         run = BatchRun(kept=kept, scores=scores, visual_offsets=state.visual_offsets, t_rank=state.t_rank,
                        cache_bytes=llm.cache_bytes(state.cache), t_prefill=t_prefill, t_generate=t_generate,
-                       peak=peak, t_end=self.clock(), prefix_hits=state.prefix_hits, stages=stages, absorbed=absorbed)
+                       peak=peak, t_end=self.clock(), prefix_hits=state.prefix_hits, stages=stages, absorbed=absorbed,
+                       plan=s.plan if s else None)
         setting = Setting(self.processor.tokenizer, self.dims, str(self.device),
                           str(self.dtype).removeprefix("torch."), self.prompt, self.temporal_attention)
         return assemble(setting, requests, run, new_ids)

@@ -83,3 +83,16 @@ class Recorder:
         if keep is not None:
             self.stages.append((view.layer, view.visual_index[0][keep.kept[0]].tolist(), keep, view))
         return keep
+
+
+def eager_prompt(model_dir, n: int, visual: slice, seed: int):
+    """The tiny model with eager attention (its weights are the reference's) and one small random prompt:
+    (model, embeds [1, n, d], visual mask [1, n] True at `visual`)."""
+    from transformers import VideoLlavaForConditionalGeneration
+
+    model = VideoLlavaForConditionalGeneration.from_pretrained(model_dir, attn_implementation="eager").eval()
+    g = torch.Generator().manual_seed(seed)
+    embeds = torch.randn(1, n, model.config.text_config.hidden_size, generator=g) * 0.05
+    vis = torch.zeros(1, n, dtype=torch.bool)
+    vis[0, visual] = True
+    return model, embeds, vis

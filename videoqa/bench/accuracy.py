@@ -71,6 +71,8 @@ def configs(k: int) -> list[PruneConfig]:
     for method in REGISTRY.names():
         if method not in ("none", "fastvid", *METHODS):
             out += [PruneConfig(method=method, r=r) for r in OTHER_RATIOS]
+    if "holitom" in REGISTRY:  # with its stage inside the LLM too (its code's full method)
+        out += [PruneConfig(method="holitom", r=r, llm_merge=True) for r in OTHER_RATIOS]
     return out
 
 
@@ -86,6 +88,7 @@ def run_name(cfg: PruneConfig) -> str:
     """The run folder of a validated configuration."""
     name = cfg.method + (f"-k{cfg.k}" if cfg.method == "fastv" else "") + f"-r{cfg.r}"
     name += "-pos" if cfg.keep_positions else ""
+    name += "-llm" if cfg.method == "holitom" and cfg.llm_merge else ""
     if cfg.method == "fastvid" and cfg.context_share != REGISTRY.get("fastvid").option("context_share").default:
         name += f"-d{cfg.context_share}"
     return name
@@ -125,6 +128,8 @@ def run_accuracy(model: str = "demo", runs_dir: str | Path = "runs/accuracy", cl
         result["run"] = name
         if name.endswith(f"-d{cfg.context_share}"):
             result["method"] += f" d={cfg.context_share}"
+        if name.endswith("-llm"):
+            result["method"] += " +llm-merge"
         rows.append((result, per_type_exact(root, runs / name / "predictions.jsonl")))
     png = plot_accuracy_vs_flops([result for result, _ in rows], runs / "accuracy_vs_flops.png")
     return (f"Accuracy vs pruning: {model}, {len(ds.items)} held-out questions ({clips} clips), greedy "

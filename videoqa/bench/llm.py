@@ -18,9 +18,9 @@ import torch
 
 from .. import llm
 from ..measure import Clock, Timer, best_of, device_clock
-from ..pruning import REGISTRY, Acts, EncodedVideo, PruneConfig, VisualLayout
+from ..pruning import REGISTRY, Acts, PruneConfig, keep_count
 from ..pruning.flops import estimate_flops, staged_flops
-from .lm import TEXT_AFTER, TEXT_BEFORE, TOKENS_PER_FRAME, bench_config, build_lm, dims_of, llm_inputs
+from .lm import TEXT_AFTER, TEXT_BEFORE, TOKENS_PER_FRAME, bench_config, build_lm, dims_of, llm_inputs, random_encoding
 from .setup import Setup
 
 
@@ -65,14 +65,15 @@ def method_rows(setup: Setup, methods: list[tuple[str, float | str]], repeats: i
             r = decision.r
         r = float(r) if cfg.method_spec.uses_r else 0.0
         inputs, plan, kept = llm_inputs(model, setup.frames, cfg, r)
-        t_select = _selection_seconds(cfg, setup.frames, kept, dims.hidden, setup.device, clock)
+        t_select = _selection_seconds(cfg, setup.frames, keep_count(n_vis, r), dims.hidden, setup.device, clock)
         llm.prefill(model, *inputs, plan)  # warm-up
         t, t_rank, state = time_prefill(model, inputs, plan, clock, repeats)
         t_dec = time_decode(model, state, decode_tokens, clock)
         k, flops = cfg.layer, estimate_flops(dims, n_text, n_vis, kept, cfg.layer)
-        if state.stages:  # an in-LLM method: the counts it left at each layer where it acted
+        if state.stages:  # an in-LLM method: the counts it left at each layer where it acted (after a selection's)
+            before = [(0, kept)] if cfg.method_spec.acts is Acts.BEFORE_LLM else []
             k, kept = state.boundaries[0], len(state.kept[0])
-            flops = staged_flops(dims, n_text, n_vis, [(layer, counts[0]) for layer, counts in state.stages])
+            flops = staged_flops(dims, n_text, n_vis, before + [(layer, counts[0]) for layer, counts in state.stages])
         rows.append(dict(frames=setup.frames, method=method, k=k, r=round(r, 3), kept=kept,
                          auto=decision is not None, prefill_s=t + t_select, rank_s=t_rank + t_select,
                          decode_ms=1000 * t_dec, cache_mb=llm.cache_bytes(state.cache) / 2**20,
@@ -92,12 +93,7 @@ def _selection_seconds(cfg: PruneConfig, frames: int, kept: int, hidden: int = 4
     if spec.acts is not Acts.BEFORE_LLM:
         return 0.0
     clock = clock or device_clock(torch.device(device))
-    g = torch.Generator().manual_seed(0)
-    layout = VisualLayout(frames, 16)
-    enc = EncodedVideo(features=torch.randn(frames, TOKENS_PER_FRAME, hidden, generator=g).to(device),
-                       vision_features=torch.randn(frames, TOKENS_PER_FRAME, 1024, generator=g).to(device),
-                       cls_attention=torch.rand(frames, TOKENS_PER_FRAME, generator=g).softmax(-1).to(device),
-                       layout=layout)
+    enc = random_encoding(frames, hidden, device)
     with Timer(clock) as t:
         spec.select(enc, kept, cfg.options)
     return t.seconds

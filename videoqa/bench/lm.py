@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..models.video_llava import video_llava_7b_dims
-from ..pruning import REGISTRY, Acts, ModelDims, PruneConfig, keep_count
+from ..pruning import REGISTRY, Acts, EncodedVideo, ModelDims, PruneConfig, VisualLayout, keep_count
 from .setup import PRESETS, Setup
 
 TOKENS_PER_FRAME = video_llava_7b_dims().tokens_per_frame  # 257: 16x16 patches + the frame's CLS
@@ -51,10 +51,27 @@ def bench_config(method: str, r: float | str, k: int) -> PruneConfig:
 
 def llm_inputs(model, frames: int, cfg: PruneConfig, r: float) -> tuple[tuple, object, int]:
     """(prefill inputs, the in-LLM ranking plan or None, kept visual tokens) of `frames` frames under `cfg`:
-    a method acting before the LLM simply leaves the LLM `kept` visual tokens from layer 0."""
+    a method acting before the LLM simply leaves the LLM `kept` visual tokens from layer 0; one acting before and
+    inside it leaves what its selection kept, with its plan."""
     spec = cfg.method_spec
     n_vis = frames * TOKENS_PER_FRAME
     kept = n_vis if spec.acts is Acts.NEVER else keep_count(n_vis, r)
     if spec.acts is Acts.IN_LLM:
         return make_prompt(model, frames), spec.plan(cfg.options, [r], TOKENS_PER_FRAME), kept
+    if spec.two_stage(cfg.options):  # its selection on a random encoding, then its stage inside the LLM
+        cfg = cfg.validate(model.config.num_hidden_layers)  # its layer scaled to this depth
+        p = next(model.parameters())
+        sel = spec.select(random_encoding(frames, model.config.hidden_size, p.device), kept, cfg.options)
+        plan = spec.llm_plan(cfg.options, [r], TOKENS_PER_FRAME, [sel])
+        return make_prompt(model, frames, n_keep=len(sel.visual)), plan, len(sel.visual)
     return make_prompt(model, frames, n_keep=None if spec.acts is Acts.NEVER else kept), None, kept
+
+
+def random_encoding(frames: int, hidden: int, device: str | torch.device = "cpu") -> EncodedVideo:
+    """A seeded random encoding of `frames` frames with LLM-sized features (what a before-the-LLM method chooses
+    among here)."""
+    g = torch.Generator().manual_seed(0)
+    return EncodedVideo(features=torch.randn(frames, TOKENS_PER_FRAME, hidden, generator=g).to(device),
+                        vision_features=torch.randn(frames, TOKENS_PER_FRAME, 1024, generator=g).to(device),
+                        cls_attention=torch.rand(frames, TOKENS_PER_FRAME, generator=g).softmax(-1).to(device),
+                        layout=VisualLayout(frames, 16))

@@ -82,12 +82,15 @@ class LanguageModel:
         return out[0] if isinstance(out, tuple) else out
 
     def attention_rows(self, i: int, h_in: Tensor, rows: Tensor, pos_emb: tuple[Tensor, Tensor], cache,
-                       key_mask: Tensor, keys: Tensor | None = None) -> Tensor:
-        """Attention weights of layer `i` for query positions `rows` only, mean over heads: [B, len(rows), n].
+                       key_mask: Tensor, keys: Tensor | None = None, per_head: bool = False,
+                       causal: bool = True) -> Tensor:
+        """Attention weights of layer `i` for query positions `rows` only, mean over heads: [B, len(rows), n]
+        (`per_head`: [B, heads, len(rows), n]).
 
         `h_in` is the layer's input [B, n, d]; its keys (after RoPE) are read from the cache the layer just
         filled, or given as `keys` (`layer_keys`, for a layer that has not run yet). Costs O(len(rows) * n * d)
-        instead of the n x n matrix eager attention would build."""
+        instead of the n x n matrix eager attention would build. `causal` False: every live key is seen (a decode
+        step's token, whose row index is not its cache slot)."""
         layer = self.layers[i]
         attn = layer.self_attn
         b = h_in.shape[0]
@@ -103,10 +106,11 @@ class LanguageModel:
         q = q.view(b, keys.shape[1], groups, len(rows), -1)  # heads grouped by their kv head (GQA)
         logits = torch.einsum("bkgrd,bknd->bkgrn", q.float(), keys.float()) * attn.scaling
         n = keys.shape[2]
-        causal = torch.arange(n, device=q.device)[None, :] <= rows[:, None]  # [r, n]
-        allowed = causal[None, None, None] & key_mask[:, None, None, None, :]
-        logits = logits.masked_fill(~allowed, float("-inf"))
-        return logits.softmax(-1).mean(dim=(1, 2))
+        allowed = key_mask[:, None, None, None, :]
+        if causal:
+            allowed = allowed & (torch.arange(n, device=q.device)[None, :] <= rows[:, None])[None, None, None]
+        weights = logits.masked_fill(~allowed, float("-inf")).softmax(-1)
+        return weights.flatten(1, 2) if per_head else weights.mean(dim=(1, 2))
 
     def layer_keys(self, i: int, h_in: Tensor, pos_emb: tuple[Tensor, Tensor]) -> Tensor:
         """Layer `i`'s keys after RoPE [B, Hkv, n, hd] for its input `h_in` [B, n, d], as the layer would cache

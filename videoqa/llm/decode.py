@@ -16,19 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import Tensor, nn
 from transformers import DynamicCache
 
 from ..errors import InputError
-from ..pruning.hook import DecodeView
+from ..pruning.hook import DecodeView, StepView
 from .adapter import LanguageModel, adapt
 from .masks import layer_mask, slot_mask
 from .prefill import PrefillResult
 
 BUCKET = 256  # buffer lengths are multiples of this: one compiled graph serves many prompt lengths
 DECODE_MODES = ("eager", "static", "compiled")
+DECODE_HOOKS = ("after_token", "before_step", "decode_layers")  # a plan's parts that act while decoding (eager)
 
 
 def _forward_token(lm: LanguageModel, h: Tensor, position: Tensor, masks: tuple, cache,
@@ -45,6 +47,31 @@ def _group(boundaries: tuple[int, ...], layer: int) -> int:
     return sum(b <= layer for b in boundaries)
 
 
+def _forward_token_hooked(lm: LanguageModel, h: Tensor, state: PrefillResult) -> Tensor:
+    """`_forward_token` on the prefill's cache for a plan with `decode_layers`: before each of them the plan may
+    give the key mask that the rest of that layer's group uses in this step (pruning/hook.py, `StepView`)."""
+    plan, boundaries = state.plan, state.boundaries
+    pos_emb = lm.rotary_emb(h, position_ids=state.next_position[:, None])
+    masks = [layer_mask(lm.kernel, m, 1, h.dtype) for m in state.masks]
+    h_in = h
+    for i in range(lm.n_layers):
+        g = _group(boundaries, i)
+        if i in plan.decode_layers:
+            row = partial(_step_row, lm, i - 1, h_in, pos_emb, state.cache, state.masks[_group(boundaries, i - 1)])
+            override = plan.at_decode_layer(StepView(i, state.steps, state.masks[g], row))
+            if override is not None:
+                masks[g] = layer_mask(lm.kernel, override, 1, h.dtype)
+        h_in = h
+        h = lm.run_layer(i, h, masks[g], pos_emb, state.cache)
+    return lm.logits(h)
+
+
+def _step_row(lm: LanguageModel, i: int, h_in: Tensor, pos_emb, cache, key_mask: Tensor) -> Tensor:
+    """Layer i's attention of a decode step's token (input h_in [B, 1, d]) over its cache: [B, n]."""
+    zero = torch.zeros(1, dtype=torch.long, device=h_in.device)
+    return lm.attention_rows(i, h_in, zero, pos_emb, cache, key_mask, causal=False)[:, 0]
+
+
 @torch.inference_mode()
 def decode_one_token(model: nn.Module | LanguageModel, state: PrefillResult, token_embeds: Tensor) -> Tensor:
     """Feed one new token per sample ([B, 1, d]) on the prefill's cache; returns logits [B, V]. Updates `state`
@@ -52,8 +79,15 @@ def decode_one_token(model: nn.Module | LanguageModel, state: PrefillResult, tok
     lm = adapt(model)
     ones = torch.ones(token_embeds.shape[0], 1, dtype=torch.bool, device=token_embeds.device)
     state.masks = [torch.cat([m, ones], dim=1) for m in state.masks]
-    masks = tuple(layer_mask(lm.kernel, m, 1, token_embeds.dtype) for m in state.masks)
-    logits = _forward_token(lm, token_embeds, state.next_position[:, None], masks, state.cache, state.boundaries)
+    before_step = getattr(state.plan, "before_step", None)
+    if before_step is not None:  # a method hiding cache entries from this step on (pruning/hook.py)
+        before_step(DecodeView(state.steps, state.cache, state.masks, state.boundaries))
+    if getattr(state.plan, "decode_layers", ()):
+        logits = _forward_token_hooked(lm, token_embeds, state)
+    else:
+        masks = tuple(layer_mask(lm.kernel, m, 1, token_embeds.dtype) for m in state.masks)
+        logits = _forward_token(lm, token_embeds, state.next_position[:, None], masks, state.cache,
+                                state.boundaries)
     state.next_position = state.next_position + 1
     state.steps += 1
     after_token = getattr(state.plan, "after_token", None)
@@ -169,7 +203,7 @@ class Decoder:
 
     def _stepper(self, state: PrefillResult, max_new_tokens: int) -> Callable[[Tensor], Tensor]:
         """tokens [B] -> the greedy next tokens [B], on the cache of this decoder's mode."""
-        if self.mode != "eager" and getattr(state.plan, "after_token", None) is not None:
+        if self.mode != "eager" and any(getattr(state.plan, name, None) for name in DECODE_HOOKS):
             raise InputError("this pruning method acts on the KV cache while decoding: use --decode eager")
         if self.mode == "eager":
             return lambda tokens: decode_one_token(self.lm, state, self.lm.embed_tokens(tokens[:, None])).argmax(-1)

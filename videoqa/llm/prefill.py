@@ -120,6 +120,7 @@ def run_layers(lm: LanguageModel, result: PrefillResult, start: int, h: Tensor, 
                              visual_mask=visual_mask, visual_index=visual_index, r=_per_sample(plan, b),
                              n_layers=lm.n_layers, attention_rows=_rows_of(lm, i - 1, h_in, pos_emb, cache, key_mask),
                              attention_rows_here=_rows_here(lm, i, h, pos_emb, key_mask),
+                             attention_heads=_rows_of(lm, i - 1, h_in, pos_emb, cache, key_mask, per_head=True),
                              tokens_per_frame=tokens_per_frame)
             keep = plan.at_layer(view)
             if keep is not None:
@@ -212,12 +213,13 @@ def _per_sample(plan, b: int) -> list[float]:
     return list(r) if isinstance(r, (list, tuple)) else [r] * b
 
 
-def _rows_of(lm: LanguageModel, i: int, h_in: Tensor, pos_emb, cache, key_mask: Tensor) -> Callable[[Tensor], Tensor]:
+def _rows_of(lm: LanguageModel, i: int, h_in: Tensor, pos_emb, cache, key_mask: Tensor,
+             per_head: bool = False) -> Callable[[Tensor], Tensor]:
     if i < 0:
         def no_rows(rows: Tensor) -> Tensor:
             raise ValueError("at layer 0 no layer has run: there is no previous layer's attention")
         return no_rows
-    return lambda rows: lm.attention_rows(i, h_in, rows, pos_emb, cache, key_mask)
+    return lambda rows: lm.attention_rows(i, h_in, rows, pos_emb, cache, key_mask, per_head=per_head)
 
 
 def _rows_here(lm: LanguageModel, i: int, h: Tensor, pos_emb, key_mask: Tensor) -> Callable[[Tensor], Tensor]:

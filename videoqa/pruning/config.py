@@ -116,6 +116,8 @@ class PruneConfig:
                 raise InputError(f"{label} is an option of {'/'.join(REGISTRY.users(name))}; "
                                  f"{self.method} does not use it")
             params[name] = option.check(value)
+        if n_layers is not None:
+            method.resolve_depth(params, n_layers)
         if method.check is not None:
             method.check(params, n_layers)
         return PruneConfig(self.method, r=r, params=tuple(params.items()))

@@ -72,3 +72,16 @@ def staged_flops(dims: ModelDims, n_text: int, n_visual: int, stages: list[tuple
         counts[layer:] = [visual] * (t - min(layer, t))
     pruned = sum(layer_flops(n_text + c, d, m) for c in counts)
     return FlopsEstimate(full, pruned, pruned / full if full else 1.0, n, n_text + counts[-1], stages[0][0])
+
+
+def decode_flops(dims: ModelDims, n_context: int, n_attended: int, layer: int) -> int:
+    """FLOPs of one decoded token whose layers >= `layer` attend to `n_attended` of the `n_context` cached keys
+    (the rest hidden for that step, as DyCoke's decode-time pruning does): per layer 4·d² + 2·n·d + 2·d·m, the
+    FastV formula at one query."""
+    t, d, m = dims.n_layers, dims.hidden, dims.ffn
+
+    def one(n: int) -> int:
+        return 4 * d * d + 2 * n * d + 2 * d * m
+
+    k = min(layer, t)
+    return k * one(n_context) + (t - k) * one(n_attended)

@@ -9,7 +9,10 @@ layer it may act at). Several layers make a pyramid (PyramidDrop); a method that
 hidden states (FrameFusion) or new tokens placed after the kept visual ones (SparseVLM's recycled tokens), with
 their positions and the original visual tokens each stands for.
 Optionally `after_token(view: DecodeView)` is called by the eager decoder after each decoded token with the
-cache and its key masks, to drop or merge KV-cache entries while decoding (it edits them in place).
+cache and its key masks, to drop or merge KV-cache entries while decoding (it edits them in place); `before_step`
+and `decode_layers`/`at_decode_layer` act inside each decode step (below). A method acting before the LLM may
+add a plan of this shape after its selection (`Method.after`: PruneVid, DyCoke, HoliTom's `--llm-merge`); its
+layers then see the selection's tokens, and `visual_index` indexes the selection.
 
 The prefill imports only this module, never a method: FastV (methods/fastv/) is one client among others.
 This module is importable without torch.
@@ -44,6 +47,9 @@ class LayerView:
     attention_rows: Callable[[Tensor], Tensor]
     # the same for layer `layer` itself, the one about to run, on `hidden` (its keys computed for the query)
     attention_rows_here: Callable[[Tensor], Tensor] | None = None
+    # layer `layer - 1`'s rows per head, [B, heads, q, n] (methods that take the maximum over heads, as PruneVid's
+    # code does)
+    attention_heads: Callable[[Tensor], Tensor] | None = None
     tokens_per_frame: int | None = None  # visual tokens per frame (time step) of the clip, when the caller knows
 
     @property
@@ -96,13 +102,35 @@ def plan_layers(plan: LLMPlan | None, n_layers: int) -> tuple[int, ...]:
     return tuple(layers_for(n_layers)) if layers_for is not None else tuple(plan.layers)
 
 
-def scaled_layers(published: tuple[int, ...], n_layers: int, low: int = 0) -> tuple[int, ...]:
-    """Layers published for a 32-layer model, at the same depth share of an `n_layers`-layer one: ascending,
-    distinct, in [low, n_layers - 1] (later ones pushed up by one where rounding makes two meet; past the end
-    dropped)."""
+def scaled_layers(published: tuple[int, ...], n_layers: int, low: int = 0, depth: int = 32) -> tuple[int, ...]:
+    """Layers published for a `depth`-layer model (32: PyramidDrop's, SparseVLM's), at the same depth share of an
+    `n_layers`-layer one: ascending, distinct, in [low, n_layers - 1] (later ones pushed up by one where rounding
+    makes two meet; past the end dropped)."""
     out: list[int] = []
     for layer in published:
-        at = max(low, round(layer * n_layers / 32), out[-1] + 1 if out else low)
+        at = max(low, round(layer * n_layers / depth), out[-1] + 1 if out else low)
         if at < n_layers:
             out.append(at)
     return tuple(out)
+
+
+# --- Inside a decode step (eager decoding) ------------------------------------------------------------------
+# A plan may also define, for decoding:
+#   `before_step(view: DecodeView) -> None`: called at the start of each decode step, once the step's token has
+#       its slot in every key mask, before any layer runs; it may edit the masks in place (they persist). PruneVid
+#       hides, from the layers below its pruning layer, the visual tokens it pruned there.
+#   `decode_layers: tuple[int, ...]` and `at_decode_layer(view: StepView) -> Tensor | None`: called inside each
+#       step before layer `view.layer` runs; a [B, n] boolean answer is the key mask the layers from there to the
+#       end of that layer's group use in this step only (None: unchanged). DyCoke keeps the visual entries the
+#       step's token attends to most.
+
+
+@dataclass(frozen=True)
+class StepView:
+    """What a decode-layer hook sees inside one decode step, before layer `layer` runs."""
+
+    layer: int
+    step: int  # tokens fed before this one (0: the first token after the prefill)
+    key_mask: Tensor  # [B, n] the live keys of layer `layer`'s group; this step's token is the last
+    # layer `layer - 1`'s attention of this step's token over its cache [B, n], mean over heads
+    attention_row: Callable[[], Tensor]

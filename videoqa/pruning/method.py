@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from .base import VisualLayout
+from .hook import scaled_layers
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -143,6 +144,9 @@ class Selection:
 SelectFn = Callable[[EncodedVideo, int, Mapping[str, Any]], Selection]
 # (the method's options, R per sample, tokens per frame) -> what the prefill asks at its layers (pruning/hook.py)
 PlanFn = Callable[[Mapping[str, Any], list[float], int], "LLMPlan"]
+# (the method's options, R per sample, each sample's selection) -> the plan of a method's stage inside the LLM
+# after its selection (its layers see the selection's tokens, in the selection's order)
+AfterFn = Callable[[Mapping[str, Any], list[float], list[Selection]], "LLMPlan"]
 # (the method's checked options, the LLM's depth or None) -> raise InputError for a combination out of range
 CheckFn = Callable[[Mapping[str, Any], int | None], None]
 
@@ -153,7 +157,13 @@ class Method:
 
     `positions`: the rule for tokens kept before the LLM (None for methods that do not prune before it);
     `positions_choosable`: the user may switch it (`--keep-positions`), declared as one more option.
-    `select` (before the LLM) or `plan` (inside it) does the pruning; `layer` says where, for FLOPs."""
+    `select` (before the LLM) or `plan` (inside it) does the pruning; `layer` says where, for FLOPs. A method
+    acting before the LLM may also have an `after`: it then acts in both places (PruneVid merges before the LLM
+    and prunes inside it; DyCoke merges before it and prunes the KV cache while decoding), its plan made from
+    what its selections left (`llm_plan`); `inside_option` may name the bool option that turns that stage on.
+    `depth_defaults` names layer options whose default 0 means "the published layer, scaled to this model's
+    depth" ((option, published layer, published depth)), resolved by `PruneConfig.validate` (`resolve_depth`) with
+    the hook's `scaled_layers`, the rule the in-LLM methods' own layer schedules follow."""
 
     name: str
     help: str
@@ -172,24 +182,55 @@ class Method:
     # question about a clip: then its KV cache is reused across questions (videoqa/llm/prefix_cache.py). Default:
     # every method that does not act inside the LLM (a method ranking there reads the question).
     question_independent: bool | None = None
+    depth_defaults: tuple[tuple[str, int, int], ...] = ()
+    after: AfterFn | None = None
+    inside_option: str | None = None  # a method with an `after`: the bool option that turns that stage on
 
     def __post_init__(self):
         if (self.acts is Acts.BEFORE_LLM) != (self.select is not None):
             raise ValueError(f"{self.name}: a method acting before the LLM has a `select`, and only it")
-        if (self.acts is Acts.IN_LLM) != (self.plan is not None and self.layer_option is not None):
+        if self.acts is Acts.IN_LLM and (self.plan is None or self.layer_option is None):
             raise ValueError(f"{self.name}: a method acting inside the LLM has a `plan` and a `layer_option`")
+        if self.acts is not Acts.IN_LLM and self.plan is not None:
+            raise ValueError(f"{self.name}: only a method acting inside the LLM has a `plan` (`after`: after a select)")
+        if self.after is not None and self.select is None:
+            raise ValueError(f"{self.name}: an `after` stage follows a `select`")
         if self.acts is Acts.BEFORE_LLM and self.positions is None:
             raise ValueError(f"{self.name}: a method acting before the LLM declares its positions rule")
         if self.question_independent is None:
             object.__setattr__(self, "question_independent", self.acts is not Acts.IN_LLM)
         elif self.question_independent and self.acts is Acts.IN_LLM:
             raise ValueError(f"{self.name}: a method acting inside the LLM ranks with the question")
+        if self.inside_option is not None and self.after is None:
+            raise ValueError(f"{self.name}: `inside_option` switches an `after` stage, which it lacks")
         if self.positions_choosable and "keep_positions" not in self.option_names:
             object.__setattr__(self, "options", (*self.options, keep_positions_option(self.positions)))
 
     @property
     def option_names(self) -> tuple[str, ...]:
         return tuple(o.name for o in self.options)
+
+    def two_stage(self, params: Mapping[str, Any]) -> bool:
+        """Whether, with these options, the method acts before the LLM and inside it (or in its KV cache)."""
+        if self.after is None:
+            return False
+        return self.inside_option is None or bool(params.get(self.inside_option, self.defaults()[self.inside_option]))
+
+    def llm_plan(self, params: Mapping[str, Any], rs: list[float], tokens_per_frame: int | None,
+                 selections: list[Selection]) -> LLMPlan | None:
+        """What the prefill asks at its layers for a batch (None: nothing acts inside the LLM)."""
+        if self.plan is None and not self.two_stage(params):
+            return None
+        if any(params[name] == 0 for name, _, _ in self.depth_defaults):
+            raise ValueError(f"{self.name}: its layers are resolved against the model: PruneConfig.validate(n_layers)")
+        return self.plan(params, rs, tokens_per_frame) if self.plan is not None else self.after(params, rs, selections)
+
+    def resolve_depth(self, params: dict[str, Any], n_layers: int) -> None:
+        """Fill, in `params`, each depth-relative layer option left at 0 with the published layer scaled to a
+        model of `n_layers` layers (at least 1, at most n_layers - 1)."""
+        for name, layer, depth in self.depth_defaults:
+            if params.get(name) == 0:  # none left (a 1-layer model): layer 1, which the check then refuses
+                params[name] = (scaled_layers((layer,), n_layers, low=1, depth=depth) or (1,))[0]
 
     @property
     def uses_r(self) -> bool:
@@ -232,3 +273,25 @@ def kept_features(enc: EncodedVideo, kept: list[int]) -> Tensor:
 
     flat = enc.features.reshape(-1, enc.features.shape[-1])
     return flat[torch.as_tensor(kept, device=flat.device)]
+
+
+def layer_check(option: str, label: str) -> CheckFn:
+    """The check of a layer option (0 before `resolve_depth`): inside the model's depth."""
+
+    def check(params: Mapping[str, Any], n_layers: int | None) -> None:
+        layer = params[option]
+        if n_layers is not None and layer >= n_layers:
+            raise InputError(f"{label} {layer} is out of range: the language model has {n_layers} layers, "
+                             f"so it must be in [1, {n_layers - 1}]")
+    return check
+
+
+def before_and_inside(name: str, help: str, positions: Positions, select: SelectFn, after: AfterFn,
+                      layer: tuple[str, int, int, str], *options: Option, inside_option: str | None = None) -> Method:
+    """A method that selects before the LLM and acts again inside it (`after`), under a positions rule the user may
+    switch; `layer` = (its layer option, its published layer, the published model's depth, the option's label in
+    errors)."""
+    option, published, depth, label = layer
+    return Method(name=name, help=help, acts=Acts.BEFORE_LLM, options=options, positions=positions,
+                  positions_choosable=True, select=select, after=after, inside_option=inside_option,
+                  check=layer_check(option, label), depth_defaults=((option, published, depth),))

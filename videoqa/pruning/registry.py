@@ -72,6 +72,7 @@ class Registry:
 def _builtins() -> tuple[Method, ...]:
     from .methods import (
         divprune,
+        dycoke,
         fastv,
         fastvid,
         flashvid,
@@ -80,6 +81,7 @@ def _builtins() -> tuple[Method, ...]:
         holitom,
         none,
         pool,
+        prunevid,
         pyramiddrop,
         random,
         sparsevlm,
@@ -90,7 +92,7 @@ def _builtins() -> tuple[Method, ...]:
 
     return (none.METHOD, fastv.METHOD, vispruner.METHOD, random.METHOD, fastvid.METHOD, visionzip.METHOD,
             divprune.METHOD, holitom.METHOD, vidcom2.METHOD, flashvid.METHOD, pool.METHOD, frames.METHOD,
-            pyramiddrop.METHOD, sparsevlm.METHOD, framefusion.METHOD)
+            pyramiddrop.METHOD, sparsevlm.METHOD, framefusion.METHOD, prunevid.METHOD, dycoke.METHOD)
 
 
 REGISTRY = Registry(_builtins())

@@ -11,7 +11,7 @@
    clusters; a centre that others join becomes beta * itself + (1 - beta) * mean(the others), beta = 0.6).
 4. Every frame's dynamic (non-static) tokens: the ceil(n * r') the attention ranks highest (with the
    official D = 0, no dynamic token is merged; D > 0 would merge a share of them as in step 3).
-The in-LLM merge stage of HoliTom is not part of this stage.
+HoliTom's merge stage inside the LLM is llm_merge.py beside this file (`--llm-merge`).
 
 Adaptations: the [CLS] rule of VisPruner (kept per frame, counted against `keep`; segmentation and merging
 cover patches only, the official models having none); the attention is the tower's [CLS] attention (the
