@@ -126,9 +126,10 @@ def stale_case(pipelines, first: tuple, second: tuple, between=lambda: None):
 
 def test_a_changed_file_is_not_served_its_old_prefix(pipelines, tmp_path):
     path = write_clip(tmp_path / "c.mp4", n_frames=24)
-    cfg = PruneConfig(method="vispruner", r=0.5)
-    stale_case(pipelines, (path, cfg), (path, cfg),
-               between=lambda: write_clip(path, n_frames=30, size=(48, 64)))  # same name, other frames
+    for cfg, size in ((PruneConfig(method="none"), (48, 64)), (PruneConfig(method="vispruner", r=0.5), (64, 48))):
+        # same name, other frames: the same prompt ids and positions (8 frames at the tower's resolution)
+        stale_case(pipelines, (path, cfg), (path, cfg),
+                   between=lambda size=size: write_clip(path, n_frames=30, size=size))
 
 
 def test_another_r_or_method_is_not_served_a_stale_prefix(pipelines, clips):

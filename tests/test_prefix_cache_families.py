@@ -6,6 +6,8 @@ deepstack features are added inside the prefix. Another clip file, R or method n
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from helpers.clipgen import write_clip
@@ -144,8 +146,13 @@ def test_a_changed_file_another_r_or_method_is_not_served_a_stale_prefix(family,
     path = write_clip(tmp_path / "c.mp4", n_frames=30, size=(112, 112), fps=10)
     vispruner = PruneConfig(method="vispruner", r=0.5)
     # same name, same size, frame count and rate (so the same ids and positions), other content
-    stale_case(family, (path, vispruner), (path, vispruner),
-               between=lambda: write_clip(path, n_frames=30, size=(112, 112), fps=10, turn=180))
+    for cfg, turn in ((PruneConfig(method="none"), 180), (vispruner, 0)):
+        stale_case(family, (path, cfg), (path, cfg),
+                   between=lambda turn=turn: write_clip(path, n_frames=30, size=(112, 112), fps=10, turn=turn))
+    if family.cached.family.name == "qwen2.5-vl":  # the same frames at half the rate: only M-RoPE's time axis moves
+        clip, _ = family.cached.sample(path, FRAMES)
+        slow = replace(clip, info=replace(clip.info, fps=clip.info.fps / 2))
+        stale_case(family, (clip, PruneConfig(method="none")), (slow, PruneConfig(method="none")))
     stale_case(family, (path, vispruner), (path, PruneConfig(method="vispruner", r=0.75)))
     stale_case(family, (path, vispruner), (path, PruneConfig(method="random", r=0.5)))  # same length
     stale_case(family, (path, PruneConfig(method="fastv", k=2, r=0.5)), (path, PruneConfig(method="fastv", k=3,
