@@ -320,10 +320,17 @@ def _prefix_slots(real: Tensor, p_len: list[int]) -> Tensor:
 
 def _stack(tensors: list[Tensor], p_max: int, width: int) -> Tensor:
     """[1, H, P_b, hd] tensors right-aligned into the first `p_max` slots of one [B, H, width, hd] buffer (padding
-    zero, and masked)."""
-    out = tensors[0].new_zeros(len(tensors), tensors[0].shape[1], width, tensors[0].shape[3])
+    zero, and masked; the slots after `p_max` are left for the suffix pass to write). One clip's questions share
+    one prefix: then it is one broadcast copy (zeroing the whole buffer first cost as much as the copy)."""
+    first = tensors[0]
+    out = first.new_empty(len(tensors), first.shape[1], width, first.shape[3])
+    if all(t is first for t in tensors):
+        out[:, :, :p_max] = first
+        return out
     for i, t in enumerate(tensors):
-        out[i, :, p_max - t.shape[2]:p_max] = t[0]
+        pad = p_max - t.shape[2]
+        out[i, :, :pad] = 0
+        out[i, :, pad:p_max] = t[0]
     return out
 
 
