@@ -31,11 +31,12 @@ def clips(tmp_path_factory):
     return write_clip(folder / "a.mp4", n_frames=24), write_clip(folder / "b.mp4", n_frames=12, size=(48, 64))
 
 
-def run(qa: VideoQA, items, cfg: PruneConfig, history=None):
-    """Prefill and decode `items` [(clip, question)] as one batch: (last-position logits, FastV's kept sets or the
-    chosen ones, the answers, whether each prefix came from the cache)."""
+def run(qa: VideoQA, items, cfg: PruneConfig, history=None, frames: int | None = None):
+    """Prefill and decode `items` [(clip, question)] as one batch (at `frames` frames; default: the model's):
+    (last-position logits, FastV's kept sets or the chosen ones, the answers, whether each prefix came from the
+    cache)."""
     cfg = qa._with_model_k(cfg).validate(qa.dims.n_layers)
-    requests = [qa.prepare(v, q, history, cfg, None, 6, share=len(items)) for v, q in items]
+    requests = [qa.prepare(v, q, history, cfg, frames, 6, share=len(items)) for v, q in items]
     with torch.inference_mode():
         state = qa.prefill(requests, qa.collate(requests))
         logits = state.logits.clone()

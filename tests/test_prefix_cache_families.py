@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 import torch
 from helpers.clipgen import write_clip
+from test_prefix_cache import run as run_at
 
 from videoqa.model import load_model
 from videoqa.models.families import FAMILIES, make_tiny
@@ -44,23 +45,8 @@ def family(request, tmp_path_factory):
 
 
 def run(qa: VideoQA, items, cfg: PruneConfig, history=None):
-    """`items` [(clip, question)] as one batch: (logits, kept sets, answers, prefix hits)."""
-    cfg = qa._with_model_k(cfg).validate(qa.dims.n_layers)
-    requests = [qa.prepare(v, q, history, cfg, FRAMES, 6, share=len(items)) for v, q in items]
-    with torch.inference_mode():
-        state = qa.prefill(requests, qa.collate(requests))
-        logits = state.logits.clone()
-        kept = [k.tolist() for k in state.kept] if state.k is not None else [r.kept for r in requests]
-        hits = list(state.prefix_hits)
-        events = qa.decode(requests, state)
-        while True:
-            try:
-                next(events)
-            except StopIteration as done:
-                new_ids = done.value
-                break
-    answers = [qa.processor.tokenizer.decode(ids, skip_special_tokens=True).strip() for ids in new_ids]
-    return logits, kept, answers, hits
+    """`items` [(clip, question)] as one batch at FRAMES frames: (logits, kept sets, answers, prefix hits)."""
+    return run_at(qa, items, cfg, history, frames=FRAMES)
 
 
 def check_same(family: Family, items, cfg: PruneConfig, history=None) -> None:
