@@ -44,3 +44,27 @@ def test_a_local_run_goes_clip_by_clip_with_the_answers_of_asking_alone(tmp_path
     assert {k: r["answer"] for k, r in latest_by_key(records).items()} == alone
     again = run_batch(work, out, local_engine({"model": "demo"}), progress=False)  # resumable: nothing left
     assert (again.already_done, again.ran) == (len(work), 0)
+
+
+def test_prefix_cache_bytes_0_from_the_command_line_turns_the_cache_off_with_the_same_answers(tmp_path):
+    """`--prefix-cache-bytes 0` reaches the pipeline (no question is served a kept prefix) and changes no answer; an
+    eval run records it nowhere (resuming with the cache on or off is the same run)."""
+    from videoqa.cli import build_parser
+    from videoqa.cli.eval import NO_ANSWER_CHANGE
+    from videoqa.cli.options import model_spec_from_args
+
+    clips = [write_clip(tmp_path / f"c{i}.mp4", n_frames=12 + 6 * i) for i in range(2)]
+    work = items(clips)
+    common = ["eval", "--dataset", "msvd", "--root", str(tmp_path), "--prune", "vispruner", "--r", "0.5",
+              "--max-new-tokens", "4"]
+    answers = {}
+    for extra in ([], ["--prefix-cache-bytes", "0"]):
+        spec = model_spec_from_args(build_parser().parse_args(common + extra))
+        assert spec.get("prefix_cache_bytes") == (0 if extra else None)
+        out = tmp_path / f"results{len(extra)}.jsonl"
+        assert run_batch(work, out, local_engine(spec), progress=False).ok == len(work)
+        records = read_records(out)
+        assert [r["stats"]["prefix_cached"] for r in records] == ([False] * 6 if extra else [False, True, True] * 2)
+        answers[bool(extra)] = [r["answer"] for r in records]
+    assert answers[True] == answers[False]
+    assert "prefix_cache_bytes" in NO_ANSWER_CHANGE

@@ -203,6 +203,8 @@ BATCH = ["batch", CLIP, "--question", "q", "--out", "/nonexistent/o.jsonl", "--m
     ([*BATCH, "--max-new-tokens", "-1"], "--max-new-tokens: must be >= 1, got -1"),
     (["bench", "--repeats", "0"], "--repeats: must be >= 1, got 0"),
     (["bench", "--decode-tokens", "-4"], "--decode-tokens: must be >= 1, got -4"),
+    ([*BATCH, "--prefix-cache-bytes", "-1"], "--prefix-cache-bytes: expected a whole number >= 0, got '-1'"),
+    (["bench", "e2e", "--methods", "vispruner", "bogus"], "unknown method(s) bogus; registered: none, fastv"),
     (["serve", "--port", "70000"], "--port: expected a port number in 0-65535, got '70000'"),
     (["serve", "--queue-size", "0"], "--queue-size: must be >= 1, got 0"),
 ])

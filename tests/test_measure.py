@@ -72,6 +72,19 @@ def test_peak_memory_is_what_the_call_added():
     assert 120 << 20 <= peak - memory.base < 1 << 30
 
 
+def test_peak_memory_sees_what_the_call_freed_before_it_ended():
+    """The sampling thread reads the resident set while the call runs: a block freed before stop() still counts;
+    and a second call's peak starts from its own base."""
+    memory = PeakMemory("cpu")
+    for _ in range(2):
+        memory.start()
+        block = np.ones(128 << 20, dtype=np.uint8)
+        time.sleep(0.3)  # the main thread idle: the sampler reads
+        del block
+        peak, _ = memory.stop()
+        assert 120 << 20 <= peak - memory.base < 1 << 30
+
+
 def test_call_with_timeout_gives_up_on_a_hang():
     t0 = time.perf_counter()
     with pytest.raises(TimeoutError, match="gave up after 0.2s"):

@@ -31,11 +31,12 @@ def clips(tmp_path_factory):
     return write_clip(folder / "a.mp4", n_frames=24), write_clip(folder / "b.mp4", n_frames=12, size=(48, 64))
 
 
-def run(qa: VideoQA, items, cfg: PruneConfig, history=None):
-    """Prefill and decode `items` [(clip, question)] as one batch: (last-position logits, FastV's kept sets or the
-    chosen ones, the answers, whether each prefix came from the cache)."""
+def run(qa: VideoQA, items, cfg: PruneConfig, history=None, frames: int | None = None):
+    """Prefill and decode `items` [(clip, question)] as one batch (at `frames` frames; default: the model's):
+    (last-position logits, FastV's kept sets or the chosen ones, the answers, whether each prefix came from the
+    cache)."""
     cfg = qa._with_model_k(cfg).validate(qa.dims.n_layers)
-    requests = [qa.prepare(v, q, history, cfg, None, 6, share=len(items)) for v, q in items]
+    requests = [qa.prepare(v, q, history, cfg, frames, 6, share=len(items)) for v, q in items]
     with torch.inference_mode():
         state = qa.prefill(requests, qa.collate(requests))
         logits = state.logits.clone()
@@ -126,9 +127,10 @@ def stale_case(pipelines, first: tuple, second: tuple, between=lambda: None):
 
 def test_a_changed_file_is_not_served_its_old_prefix(pipelines, tmp_path):
     path = write_clip(tmp_path / "c.mp4", n_frames=24)
-    cfg = PruneConfig(method="vispruner", r=0.5)
-    stale_case(pipelines, (path, cfg), (path, cfg),
-               between=lambda: write_clip(path, n_frames=30, size=(48, 64)))  # same name, other frames
+    for cfg, size in ((PruneConfig(method="none"), (48, 64)), (PruneConfig(method="vispruner", r=0.5), (64, 48))):
+        # same name, other frames: the same prompt ids and positions (8 frames at the tower's resolution)
+        stale_case(pipelines, (path, cfg), (path, cfg),
+                   between=lambda size=size: write_clip(path, n_frames=30, size=size))
 
 
 def test_another_r_or_method_is_not_served_a_stale_prefix(pipelines, clips):

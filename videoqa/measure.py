@@ -12,11 +12,13 @@ fastest, `PeakMemory` measures a call's peak, `call_with_timeout` abandons a cal
 
 from __future__ import annotations
 
+import _thread
 import os
 import resource
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:  # torch is imported where it is used: video decoding needs the timeout, not torch
@@ -108,30 +110,40 @@ def rss_bytes() -> int:
 
 
 class RssSampler:
-    """The largest resident set seen between start() and stop(), sampled every `interval` seconds."""
+    """The largest resident set seen between start() and stop(), sampled every `interval` seconds.
+
+    The sampling thread is started without waiting for it to run and stopped without joining it: threading.Thread's
+    start() and join() each wait for the thread to be scheduled, which on a loaded CPU cost milliseconds a call (a
+    prefix-cached question is about ten). Each start() gets its own stop event and running maximum, so a thread still
+    finishing its last reading never writes into a later call's."""
 
     def __init__(self, interval: float = 0.001, read: Callable[[], int] = rss_bytes):
         self.interval, self.read = interval, read
         self.base = self.peak = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._run: _SamplerRun | None = None
 
     def start(self) -> RssSampler:
         self.base = self.peak = self.read()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self._run = _SamplerRun(threading.Event(), [self.base])
+        _thread.start_new_thread(self._sample, (self._run,))
         return self
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.peak = max(self.peak, self.read())
+    def _sample(self, run: _SamplerRun) -> None:
+        while not run.stop.wait(self.interval):
+            run.peak[0] = max(run.peak[0], self.read())
 
     def stop(self) -> int:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        if self._run is not None:
+            self._run.stop.set()
+            self.peak = self._run.peak[0]
         self.peak = max(self.peak, self.read())
         return self.peak
+
+
+@dataclass(frozen=True)
+class _SamplerRun:
+    stop: threading.Event
+    peak: list[int]  # one item: the largest reading so far, written by the sampling thread
 
 
 class PeakMemory:

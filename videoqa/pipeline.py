@@ -297,11 +297,9 @@ class VideoQA:
         plan = method.llm_plan(cfg.options, [req.r for req in requests], requests[0].enc.layout.tokens_per_frame,
                                [req.selection for req in requests])  # FastV's; PruneVid's after its selection
         additions = self.family.layer_additions(self.model, batch, requests)  # Qwen3-VL's deepstack
-        # The prefix cache keeps 1-D positions and no additions: M-RoPE families prefill whole prompts.
-        reusable = batch.position_ids.dim() == 2 and not additions
-        if self.prefix_cache is not None and reusable and (method.question_independent or plan is not None):
+        if self.prefix_cache is not None and (method.question_independent or plan is not None):
             state = prefill_cached(self.prefix_cache, self.decoder.lm, requests, batch, plan, self.dims.n_layers,
-                                   self.clock)
+                                   self.clock, additions)
             if state is not None:
                 return state
         return llm.prefill(self.decoder.lm, batch.embeds, batch.attention_mask, batch.visual_mask, plan,

@@ -1,9 +1,16 @@
 """The pipeline's prefill through the prefix cache (llm/prefix_cache.py): each sample's prompt prefix looked up by
 everything its keys and values depend on, computed and kept when missing. A chat's follow-up (a request with
 earlier turns in its prompt) starts from the longest kept prefix of its prompt, the conversation so far, and
-keeps its own whole prompt for the next turn."""
+keeps its own whole prompt for the next turn.
+
+Every family goes through it: on M-RoPE (Qwen2.5-VL, Qwen3-VL) a token's position is a (temporal, height, width)
+triple that the model's own get_rope_index gave the whole prompt (the question's continue from the video's, after its
+rope delta), so the key holds the triples, and Qwen3-VL's deepstack features are added in the prefix as in a full
+prefill."""
 
 from __future__ import annotations
+
+from torch import Tensor
 
 from .llm.prefill import PrefillResult
 from .llm.prefill import prefill as llm_prefill
@@ -12,22 +19,24 @@ from .request import Collated, Request
 
 
 def prefill_cached(cache: PrefixCache, lm, requests: list[Request], batch: Collated, plan, n_layers: int,
-                   clock) -> PrefillResult | None:
+                   clock, layer_additions: list[Tensor] | None = None) -> PrefillResult | None:
     """The batch's prefill with each prefix from `cache` (None when a sample has no visual token: nothing to
-    reuse, or M-RoPE positions [3, B, n]: not handled). With an in-LLM plan the prefixes hold the layers below its
-    first pruning layer."""
+    reuse). With an in-LLM plan the prefixes hold the layers below its first pruning layer. Positions may be
+    M-RoPE's [3, B, n]; `layer_additions` (Qwen3-VL's deepstack, [B, n, d] each) as `llm.prefill` takes them."""
     lengths = prefix_lengths(batch.visual_mask, batch.attention_mask)
-    if lengths is None or batch.position_ids.dim() != 2:
+    if lengths is None:
         return None
     depth = plan.layers[0] if plan is not None else n_layers
+    adds = layer_additions or None
     keys = [_key(req, batch, i, depth) for i, req in enumerate(requests)]
     if plan is None and len(requests) == 1 and _missing(cache, keys[0], lengths[0], requests[0].history_turns > 0):
-        return _prefill_and_keep(cache, lm, requests[0], batch, keys[0], lengths[0], clock)
-    found = [_prefix(cache, lm, key, batch, i, lengths[i], req.history_turns > 0)
+        return _prefill_and_keep(cache, lm, requests[0], batch, keys[0], lengths[0], clock, adds)
+    found = [_prefix(cache, lm, key, batch, i, lengths[i], req.history_turns > 0, adds)
              for i, (req, key) in enumerate(zip(requests, keys, strict=True))]
     whole: dict[int, Prefix | None] = {i: None for i, req in enumerate(requests) if req.history_turns > 0}
     state = prefill_after_prefixes(lm, [p for p, _, _ in found], batch.embeds, batch.attention_mask,
-                                   batch.visual_mask, batch.position_ids, plan, clock=clock, whole=whole)
+                                   batch.visual_mask, batch.position_ids, plan, clock=clock, whole=whole,
+                                   layer_additions=adds)
     for i, prefix in whole.items():
         # A chat goes on from its latest turn: the turn this one extends gives way to it (the clip's prefix stays).
         if len(found[i][2].ids) > lengths[i]:
@@ -39,16 +48,18 @@ def prefill_cached(cache: PrefixCache, lm, requests: list[Request], batch: Colla
 
 def _key(req: Request, batch: Collated, i: int, depth: int) -> PrefixKey:
     """Sample `i`'s whole prompt as a key. Its context holds everything a prefix's keys and values depend on besides
-    its ids and positions: the decoded frames' content (so the file, frame count and sampler), what was selected
-    from them and how (method, options, kept tokens), and the depth."""
+    its ids and positions: the decoded frames' content (so the file, frame count and sampler), the resolution they
+    were encoded at (Qwen's third knob), what was selected from them and how (method, options, kept tokens), and
+    the depth (last, as `_prefix` reads it). Positions: one int a token, or M-RoPE's (t, h, w) triple."""
     start = batch.embeds.shape[1] - len(req.ids)
     chosen = None if req.kept is None else (req.cfg.method, req.cfg.params, tuple(req.kept))
-    return PrefixKey((req.frames_key, chosen, depth), tuple(req.ids.tolist()),
-                     tuple(batch.position_ids[i, start:].tolist()))
+    pos = batch.position_ids[..., i, start:]
+    positions = tuple(zip(*pos.tolist(), strict=True)) if pos.dim() == 2 else tuple(pos.tolist())
+    return PrefixKey((req.frames_key, req.plan.max_pixels, chosen, depth), tuple(req.ids.tolist()), positions)
 
 
 def _prefix(cache: PrefixCache, lm, key: PrefixKey, batch: Collated, i: int, length: int,
-            follow_up: bool) -> tuple[Prefix, bool, PrefixKey]:
+            follow_up: bool, additions: list[Tensor] | None) -> tuple[Prefix, bool, PrefixKey]:
     """Sample `i`'s prompt prefix through layers [0, key's depth): for a follow-up the longest kept one (the
     conversation so far), else the first `length` tokens (up to the last visual one) from the cache or computed
     and kept; whether it was found, and its key."""
@@ -56,8 +67,10 @@ def _prefix(cache: PrefixCache, lm, key: PrefixKey, batch: Collated, i: int, len
         return found[1], True, found[0]
     clip = PrefixKey(key.context, key.ids[:length], key.positions[:length])
     start = batch.embeds.shape[1] - len(key.ids)
-    pos = batch.position_ids[i:i + 1, start:start + length]
-    prefix, hit = cached_prefix(cache, clip, lm, batch.embeds[i:i + 1, start:start + length], pos, key.context[2])
+    span = slice(start, start + length)
+    pos = batch.position_ids[..., i:i + 1, span]
+    adds = [a[i:i + 1, span] for a in additions] if additions else None
+    prefix, hit = cached_prefix(cache, clip, lm, batch.embeds[i:i + 1, span], pos, key.context[-1], adds)
     return prefix, hit, clip
 
 
@@ -68,12 +81,12 @@ def _missing(cache: PrefixCache, key: PrefixKey, length: int, follow_up: bool) -
 
 
 def _prefill_and_keep(cache: PrefixCache, lm, req: Request, batch: Collated, key: PrefixKey, length: int,
-                      clock) -> PrefillResult:
+                      clock, additions: list[Tensor] | None) -> PrefillResult:
     """One question whose prefix is not kept, on every layer: the plain prefill in one call (a prefix pass then a
     question pass would cost a second call's overhead), its first `length` tokens' keys and values kept as the
     clip's prefix, and, for a follow-up, the whole prompt's."""
     state = llm_prefill(lm, batch.embeds, batch.attention_mask, batch.visual_mask, None, batch.position_ids,
-                        clock=clock)
+                        clock=clock, layer_additions=additions)
     layers = [state.cache.layers[i] for i in range(len(state.cache.layers))]
     for n in (length, len(key.ids)) if req.history_turns > 0 else (length,):
         cache.put(PrefixKey(key.context, key.ids[:n], key.positions[:n]),

@@ -5,7 +5,8 @@ demo scenes), 20 questions each, clip by clip as `videoqa eval` goes: one questi
 default), then each clip's questions as one left-padded batch (`--batch-size 20`). For every method it prints
 the time per question by stage (frame decoding, vision tower, selection, prefill, decoding, the rest: Python,
 tokenising, batching) and each stage's share, with the prefix cache off and on, the speed-up, whether the answers are
-identical, and the method's end-to-end speed-up over no pruning next to its FLOPs ratio: how much of the LLM's
+identical (and the process's CPU seconds per question: on a shared machine the wall clock also counts
+other processes), and the method's end-to-end speed-up over no pruning next to its FLOPs ratio: how much of the LLM's
 saving survives the other stages. Then the web chat's case: a 3-turn conversation on each clip, each turn with the
 conversation so far as history, with and without the prefix cache (the third turn reuses the second's prompt).
 """
@@ -60,7 +61,7 @@ def measure(qa, work: list[tuple[Path, list[str]]], cfg: PruneConfig, batched: b
     if qa.prefix_cache is not None:
         qa.prefix_cache.clear()
     qa._encoded.clear(), qa._clips.clear(), qa._selections.clear()  # every clip decoded and encoded once, measured
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     for clip, questions in work:
         groups = [[(clip, q) for q in questions]] if batched else [[(clip, q)] for q in questions]
         kept.append([])
@@ -77,12 +78,12 @@ def measure(qa, work: list[tuple[Path, list[str]]], cfg: PruneConfig, batched: b
                 hits += s.prefix_cached
             totals["prefill"] += got[0].stats.t_prefill
             totals["decode"] += got[0].stats.t_generate
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     n = len(answers)
     per_q = {s: v / n for s, v in totals.items()}
     per_q["other"] = max(0.0, wall / n - sum(per_q.values()))
-    return {"per_q": per_q, "wall_per_q": wall / n, "answers": answers, "flops": sum(ratios) / n, "hits": hits,
-            "n": n, "kept": kept}
+    return {"per_q": per_q, "wall_per_q": wall / n, "cpu_per_q": cpu / n, "answers": answers,
+            "flops": sum(ratios) / n, "hits": hits, "n": n, "kept": kept}
 
 
 def kept_set_overlap(kept: list[list[tuple[int, ...]]]) -> str:
@@ -182,7 +183,7 @@ def format_chat(chats: dict[bool, list[dict]], title: str) -> str:
 
 def format_tables(results: dict, title: str) -> str:
     head = ("| method | prefix cache | ms / question | " + " | ".join(f"{s} ms (%)" for s in STAGES)
-            + " | prefix hits | speed-up | same answers |")
+            + " | prefix hits | speed-up | CPU ms / question | CPU speed-up | same answers |")
     lines = [f"End to end: {title}", head, "|" + "---|" * (head.count("|") - 1)]
     methods = list(dict.fromkeys(m for m, _ in results))
     for m in methods:
@@ -191,9 +192,10 @@ def format_tables(results: dict, title: str) -> str:
             total = sum(r["per_q"].values())
             stages = " | ".join(f"{1000 * r['per_q'][s]:.1f} ({100 * r['per_q'][s] / total:.0f}%)" for s in STAGES)
             speed = f"{off['wall_per_q'] / on['wall_per_q']:.2f}x" if cached else "1.00x"
+            cpu_speed = f"{off['cpu_per_q'] / on['cpu_per_q']:.2f}x" if cached else "1.00x"
             same = ("yes" if on["answers"] == off["answers"] else "NO") if cached else "-"
             lines.append(f"| {m} | {'on' if cached else 'off'} | {1000 * r['wall_per_q']:.1f} | {stages} | "
-                         f"{r['hits']}/{r['n']} | {speed} | {same} |")
+                         f"{r['hits']}/{r['n']} | {speed} | {1000 * r['cpu_per_q']:.1f} | {cpu_speed} | {same} |")
     lines += ["", "Each method against no pruning (same cache setting): the end-to-end speed-up next to 1 / its FLOPs "
               "ratio, the speed-up its LLM FLOPs promise.",
               "| method | FLOPs % | FLOPs promise | e2e speed-up, cache off | e2e speed-up, cache on |",

@@ -41,6 +41,8 @@ def register(sub) -> None:
                    help="clips evaluated (default: accuracy 100 held-out clips, 3 questions each; long: the whole "
                         "long-clip split, 120 clips of 4-5 questions; e2e: 2 generated clips besides the 4 samples, "
                         "20 questions each)")
+    g.add_argument("--methods", nargs="+", metavar="METHOD", default=None,
+                   help="e2e: only these registered methods besides none, the reference (default: all)")
     g.add_argument("--runs-dir", default=None,
                    help="run folders (resumable) and plots (default: runs/accuracy, runs/long)")
     g.add_argument("--split", default="test", choices=["test", "val"],
@@ -95,7 +97,8 @@ def suite_text(suite: str, args: argparse.Namespace) -> str:
     if suite == "e2e":
         from ..bench.e2e import run_e2e
 
-        return run_e2e(args.model or "demo", 2 if args.clips is None else args.clips, device=args.device)
+        return run_e2e(args.model or "demo", 2 if args.clips is None else args.clips, device=args.device,
+                       methods=_methods(args.methods))
     if suite == "long":
         from ..bench.long import LONG_K, run_long
 
@@ -110,3 +113,17 @@ def suite_text(suite: str, args: argparse.Namespace) -> str:
 
     return run_accuracy(args.model or "demo", args.runs_dir or "runs/accuracy",
                         100 if args.clips is None else args.clips, device=args.device, k=k)
+
+
+def _methods(names: list[str] | None) -> list[str] | None:
+    """The e2e suite's methods, each checked against the registry (an unknown one: one clear error line)."""
+    if names is None:
+        return None
+    from ..errors import InputError
+    from ..pruning.registry import REGISTRY
+
+    known = [m.name for m in REGISTRY]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise InputError(f"unknown method(s) {', '.join(unknown)}; registered: {', '.join(known)}")
+    return names

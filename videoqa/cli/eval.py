@@ -24,6 +24,10 @@ from .options import (
     positive_seconds,
 )
 
+# settings that change no answer, left out of a run's recorded config (resuming with others is fine): where it
+# ran, and the prefix cache's memory (the same answers with it as without: tests/test_prefix_cache.py)
+NO_ANSWER_CHANGE = ("device", "prefix_cache_bytes")
+
 
 def default_out(args: argparse.Namespace, prune: PruneConfig) -> Path:
     k = f"-k{prune.k}" if prune.method == "fastv" else ""
@@ -56,7 +60,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
         scoring=args.scoring,
     )
     spec = model_spec_from_args(args)  # the pruning options are checked here, once
-    config = {key: value for key, value in spec.items() if key != "device"}  # where it ran changes no answer
+    config = {key: value for key, value in spec.items() if key not in NO_ANSWER_CHANGE}
     out = Path(args.out) if args.out else default_out(args, PruneConfig(**spec["prune"]))
     result = run_eval(
         ds,
@@ -89,7 +93,7 @@ def run_mc_command(args: argparse.Namespace) -> int:
     ds = load_mc_dataset(args.dataset, args.root, args.split, args.subtitles, args.frames or 8, args.limit,
                          args.subset_seed)
     config = {"dataset": args.dataset, "split": args.split, "subtitles": args.subtitles,
-              **{key: value for key, value in spec.items() if key != "device"}}
+              **{key: value for key, value in spec.items() if key not in NO_ANSWER_CHANGE}}
     out = Path(args.out) if args.out else default_out(args, PruneConfig(**spec["prune"]))
     result = run_mc_eval(ds, out, backend_from_args(args, spec), config, retry_errors=args.retry_errors,
                          progress=not args.no_progress, wait=args.wait)

@@ -51,6 +51,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--compile", action="store_true",
                    help="decode on a static KV cache with a torch.compile'd step (a CUDA graph on GPUs); the "
                         "first answer pays the compilation")
+    g.add_argument("--prefix-cache-bytes", type=non_negative_int, default=None, metavar="BYTES",
+                   help="memory for each clip's prompt prefix, reused by its later questions (default: 1 GiB on a "
+                        "CPU, a quarter of the free memory on a GPU; 0: off, every question prefilled whole)")
 
 
 def add_prune_options(p: argparse.ArgumentParser, initial_only: bool = False) -> None:
@@ -228,6 +231,7 @@ def model_spec_from_args(args: argparse.Namespace, choice: ModelChoice | None = 
     `choice`: the model's card and policy, when the caller already has them."""
     choice = choice or model_choice(args)
     policy = choice.policy
+    cache_bytes = getattr(args, "prefix_cache_bytes", None)
     return {
         "model": args.model,
         "device": args.device,
@@ -239,6 +243,8 @@ def model_spec_from_args(args: argparse.Namespace, choice: ModelChoice | None = 
         "max_new_tokens": args.max_new_tokens,
         "prompt": args.prompt or choice.conversation,
         "decode": "compiled" if args.compile else "eager",
+        # only when given: the records of runs that left it to the default stay as they were (resuming compares them)
+        **({} if cache_bytes is None else {"prefix_cache_bytes": cache_bytes}),
     }
 
 

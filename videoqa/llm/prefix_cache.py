@@ -58,6 +58,15 @@ class Prefix:
     def length(self) -> int:  # depth 0 (a plan acting on the embeddings) holds only its hidden states
         return self.keys[0].shape[2] if self.keys else self.hidden.shape[1]
 
+    def head(self, n: int) -> Prefix:
+        """Its first n tokens (keys and values of a prefix's tokens do not depend on what follows them)."""
+        if n == self.length:
+            return self
+        cut = self.length - n  # tokens off the end, all text after the visual tokens (n covers those)
+        return Prefix(keys=tuple(k[:, :, :n] for k in self.keys), values=tuple(v[:, :, :n] for v in self.values),
+                      hidden=None if self.hidden is None else self.hidden[:, :n],
+                      tail_in=None if self.tail_in is None else self.tail_in[:, :self.tail_in.shape[1] - cut])
+
     @property
     def depth(self) -> int:
         return len(self.keys)
@@ -105,20 +114,27 @@ class PrefixCache:
         return key in self._entries
 
     def longest(self, key: PrefixKey, shortest: int, count: bool = True) -> tuple[PrefixKey, Prefix] | None:
-        """The longest kept prefix of `key`'s prompt (same context, its first ids and positions), at least
-        `shortest` tokens and shorter than the prompt (its last token is computed for the logits), with its key;
-        None counts no miss (the caller falls back to an exact lookup). `count=False`: only look, counting no hit
-        and leaving the order of use as it is."""
-        n, ids, pos = len(key.ids), key.ids, key.positions
-        found = None
+        """The longest run of `key`'s first tokens that a kept prompt of the same context starts with (same ids and
+        positions), at least `shortest` tokens and shorter than the prompt (its last token is computed for the
+        logits): the kept prompt's key and its prefix cut to that run. A kept prompt may go on differently: a chat
+        template that writes `assistant\n` before the answer to come but `assistant \n` before an earlier one
+        (LLaVA-OneVision's) still shares everything before that with the next turn. None counts no miss (the
+        caller falls back to an exact lookup). `count=False`: only look, counting no hit and leaving the order of
+        use as it is."""
+        found, run = None, 0
         for k in self._entries:
-            if (isinstance(k, PrefixKey) and k.context == key.context and shortest <= len(k.ids) < n
-                    and (found is None or len(k.ids) > len(found.ids))
-                    and k.ids == ids[:len(k.ids)] and k.positions == pos[:len(k.ids)]):
-                found = k
-        if found is None or not count:
-            return None if found is None else (found, self._entries[found])
-        return found, self.get(found)
+            if isinstance(k, PrefixKey) and k.context == key.context and len(k.ids) >= shortest:
+                common = _common_start(k, key, len(key.ids) - 1)
+                if common >= shortest and common > run:
+                    found, run = k, common
+        if found is None:
+            return None
+        prefix = self._entries[found]
+        if count:
+            self.hits += 1
+            self.reused_tokens += run
+            self._entries.move_to_end(found)
+        return found, prefix.head(run)
 
     def discard(self, key: Hashable) -> None:
         if key in self._entries:
@@ -139,14 +155,24 @@ class PrefixCache:
         self.nbytes = 0
 
 
+def _common_start(a: PrefixKey, b: PrefixKey, limit: int) -> int:
+    """How many first tokens `a` and `b` share (ids and positions), at most `limit`."""
+    n = min(len(a.ids), len(b.ids), limit)
+    if a.ids[:n] == b.ids[:n] and a.positions[:n] == b.positions[:n]:
+        return n
+    return next(i for i in range(n) if a.ids[i] != b.ids[i] or a.positions[i] != b.positions[i])
+
+
 def default_bytes(device: torch.device, free_bytes: int) -> int:
     """The cache's bound on `device`: CPU_BYTES on a CPU, GPU_SHARE of the free memory on a GPU."""
     return int(free_bytes * GPU_SHARE) if device.type == "cuda" else CPU_BYTES
 
 
 @torch.inference_mode()
-def compute_prefix(model: nn.Module | LanguageModel, embeds: Tensor, position_ids: Tensor, depth: int) -> Prefix:
-    """`embeds` [1, P, d] at `position_ids` [1, P] through layers [0, depth); no padding."""
+def compute_prefix(model: nn.Module | LanguageModel, embeds: Tensor, position_ids: Tensor, depth: int,
+                   layer_additions: list[Tensor] | None = None) -> Prefix:
+    """`embeds` [1, P, d] at `position_ids` [1, P] (M-RoPE: [3, 1, P]) through layers [0, depth); no padding.
+    `layer_additions[i]` [1, P, d] is added after layer i (Qwen3-VL's deepstack), as `llm.prefill` adds it."""
     lm = adapt(model)
     cache = DynamicCache(config=lm.config)
     n = embeds.shape[1]
@@ -155,18 +181,21 @@ def compute_prefix(model: nn.Module | LanguageModel, embeds: Tensor, position_id
     h = embeds
     for i in range(depth):
         h = lm.run_layer(i, h, mask, pos_emb, cache)
+        if layer_additions and i < len(layer_additions):
+            h = h + layer_additions[i].to(h.dtype)
     return Prefix(keys=tuple(cache.layers[i].keys for i in range(depth)),
                   values=tuple(cache.layers[i].values for i in range(depth)),
                   hidden=h if depth < lm.n_layers else None, tail_in=h[:, :0] if depth < lm.n_layers else None)
 
 
 def cached_prefix(cache: PrefixCache, key: Hashable, model: nn.Module | LanguageModel, embeds: Tensor,
-                  position_ids: Tensor, depth: int) -> tuple[Prefix, bool]:
+                  position_ids: Tensor, depth: int,
+                  layer_additions: list[Tensor] | None = None) -> tuple[Prefix, bool]:
     """The prefix under `key`, else computed (`compute_prefix`) and kept; and whether it was found."""
     prefix = cache.get(key)
     if prefix is not None:
         return prefix, True
-    prefix = compute_prefix(model, embeds, position_ids, depth)
+    prefix = compute_prefix(model, embeds, position_ids, depth, layer_additions)
     cache.put(key, prefix)
     return prefix, False
 
@@ -200,12 +229,15 @@ def prefill_after_prefixes(
     plan: LLMPlan | None = None,
     clock: Callable[[], float] = time.perf_counter,
     whole: dict[int, Prefix | None] | None = None,
+    layer_additions: list[Tensor] | None = None,
 ) -> PrefillResult:
     """The prefill of a left-padded batch (as `llm.prefill` takes it) whose first `prefixes[b].length` real tokens
     per sample are already in `prefixes[b]` (each holding all of its sample's visual tokens): only the rest is
     computed (with FastV, also the kept prefix tokens through layers >= K). Returns what `llm.prefill` returns,
     for the layout `[pad, prefix, pad, suffix]`. For each sample b in `whole`, `whole[b]` is set to its whole
-    prompt as a Prefix of the same depth (a chat turn's, which the next turn reuses)."""
+    prompt as a Prefix of the same depth (a chat turn's, which the next turn reuses). `position_ids` may be M-RoPE's
+    [3, B, n]: each token keeps its own (the question's continue from the prefix's, as the model's get_rope_index
+    gave them); `layer_additions` ([B, n, d] each, as `llm.prefill` takes them) are placed in the same layout."""
     lm = adapt(model)
     kernel = lm.check_kernel()
     b, n, d = inputs_embeds.shape
@@ -223,9 +255,14 @@ def prefill_after_prefixes(
     # where each sample's real tokens go: [pad, prefix | pad, suffix]
     slots = torch.cat([in_prefix, in_suffix], dim=1)  # [B, width]
     key_mask = slots.clone()
-    pos = torch.zeros(b, width, dtype=position_ids.dtype, device=device)
+    pos = torch.zeros(*position_ids.shape[:-2], b, width, dtype=position_ids.dtype, device=device)
     vis = torch.zeros(b, width, dtype=torch.bool, device=device)
-    pos[slots], vis[slots] = position_ids[real], visual_mask[real]  # row-major: each sample's tokens in order
+    pos[..., slots], vis[slots] = position_ids[..., real], visual_mask[real]  # row-major: each sample in order
+    additions = []
+    for add in layer_additions or []:
+        placed = torch.zeros(b, width, d, dtype=add.dtype, device=device)
+        placed[slots] = add[real]
+        additions.append(placed)
     h = torch.zeros(b, s_max, d, dtype=dtype, device=device)
     h[in_suffix] = inputs_embeds[real & ~_prefix_slots(real, p_len)]
 
@@ -236,14 +273,17 @@ def prefill_after_prefixes(
     offsets = [int(visual_mask[i].nonzero()[0]) for i in range(b)]  # as the plain prefill reports them
     cache = DynamicCache(config=lm.config)
     result = PrefillResult(logits=None, cache=cache, masks=[key_mask], boundaries=boundaries,
-                           next_position=pos[:, -1] + 1, visual_offsets=offsets, plan=plan)
-    pos_emb = lm.rotary_emb(h, position_ids=pos[:, p_max:])
+                           next_position=pos[..., -1].max(0).values + 1 if pos.dim() == 3 else pos[:, -1] + 1,
+                           visual_offsets=offsets, plan=plan)
+    pos_emb = lm.rotary_emb(h, position_ids=pos[..., p_max:])
     mask = layer_mask(kernel, key_mask, s_max, dtype)
     writer = _SuffixWriter(buffers, p_max)
     h_in = h
     for layer in range(depth):
         h_in = h
         h = lm.run_layer(layer, h, mask, pos_emb, writer)
+        if layer < len(additions):
+            h = h + additions[layer][:, p_max:].to(h.dtype)
     for layer, (keys, values) in enumerate(buffers):  # decoding (and FastV's ranking) read them from the cache
         cache.layers[layer].lazy_initialization(keys, values)
         cache.layers[layer].keys, cache.layers[layer].values = keys, values
@@ -267,7 +307,7 @@ def prefill_after_prefixes(
     prefix_in[_regions(tails, p_max, real)] = torch.cat([p.tail_in[0] for p in prefixes])
     full_h = torch.cat([hidden, h], dim=1)
     full_in = torch.cat([prefix_in, h_in], dim=1)
-    return run_layers(lm, result, depth, full_h, full_in, pos, key_mask, vis, clock)
+    return run_layers(lm, result, depth, full_h, full_in, pos, key_mask, vis, clock, additions or None)
 
 
 def _prefix_slots(real: Tensor, p_len: list[int]) -> Tensor:
@@ -280,10 +320,17 @@ def _prefix_slots(real: Tensor, p_len: list[int]) -> Tensor:
 
 def _stack(tensors: list[Tensor], p_max: int, width: int) -> Tensor:
     """[1, H, P_b, hd] tensors right-aligned into the first `p_max` slots of one [B, H, width, hd] buffer (padding
-    zero, and masked)."""
-    out = tensors[0].new_zeros(len(tensors), tensors[0].shape[1], width, tensors[0].shape[3])
+    zero, and masked; the slots after `p_max` are left for the suffix pass to write). One clip's questions share
+    one prefix: then it is one broadcast copy (zeroing the whole buffer first cost as much as the copy)."""
+    first = tensors[0]
+    out = first.new_empty(len(tensors), first.shape[1], width, first.shape[3])
+    if all(t is first for t in tensors):
+        out[:, :, :p_max] = first
+        return out
     for i, t in enumerate(tensors):
-        out[i, :, p_max - t.shape[2]:p_max] = t[0]
+        pad = p_max - t.shape[2]
+        out[i, :, :pad] = 0
+        out[i, :, pad:p_max] = t[0]
     return out
 
 
