@@ -33,6 +33,30 @@ def test_pool_averages_each_cell(grid, keep, side):
     assert sel.absorbed == [expected[i][1] for i in sel.kept]
 
 
+@pytest.mark.parametrize("rows,cols,budget,cells", [(4, 6, 6, (2, 3)), (6, 4, 6, (3, 2)), (3, 8, 2, (1, 2)),
+                                                     (2, 9, 14, (2, 8)), (2, 9, 17, (2, 9))])
+def test_pool_keeps_a_wide_frames_aspect(rows, cols, budget, cells):
+    """Qwen-VL's frames are rows x cols patches (96x128 px: 3x4 merged tokens): each is pooled to the rows' and
+    columns' share of the budget, sr x sc with sr/sc = rows/cols (sr = round(sqrt(b*rows/cols)), clamped)."""
+    torch.manual_seed(rows * cols)
+    feats = torch.randn(2, rows * cols, 5)
+    layout = VisualLayout(2, rows, has_cls=False, cols=cols)
+    method = REGISTRY.get("pool")
+    sel = method.select(EncodedVideo(feats, feats, torch.rand(2, rows * cols), layout), 2 * budget, method.defaults())
+    sr, sc = cells
+    expected = {}
+    for f in range(2):
+        patches = feats[f].reshape(rows, cols, 5)
+        for i in range(sr):
+            rr = range(i * rows // sr, -(-(i + 1) * rows // sr))
+            for j in range(sc):
+                cc = range(j * cols // sc, -(-(j + 1) * cols // sc))
+                centre = f * rows * cols + rr[(len(rr) - 1) // 2] * cols + cc[(len(cc) - 1) // 2]
+                expected[centre] = patches[rr.start:rr.stop, cc.start:cc.stop].reshape(-1, 5).mean(dim=0)
+    assert sel.kept == sorted(expected)
+    torch.testing.assert_close(sel.visual, torch.stack([expected[i] for i in sel.kept]))
+
+
 @pytest.mark.parametrize("r,frames", [(0.5, 4), (0.55, 4), (0.75, 2), (0.9, 1), (0.0, 8)])
 def test_frames_plans_fewer_whole_frames(r, frames):
     dims = ModelDims(2, 8, 16, 2, 2, 4, 4096, 65, 8)
