@@ -66,7 +66,9 @@ def select_tokens(enc: EncodedVideo, cfg: PruneConfig, r: float, cache: LRU, fra
         return Selection(None, enc.all_features())
     frames_enc = enc.for_methods()
     keep = keep_count(frames_enc.layout.n_tokens, r)
-    key = (frames_key, cfg.method, cfg.params, keep) if frames_key and method.question_independent else None
+    # the layout too: one clip's frames encoded at another resolution (Qwen's pixel bound) make another grid
+    key = (frames_key, frames_enc.layout, cfg.method, cfg.params, keep) if frames_key and method.question_independent \
+        else None
     if (sel := cache.get_fresh(key) if key else None) is None:
         sel = method.select(frames_enc, keep, cfg.options)
         if key:
