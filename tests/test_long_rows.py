@@ -97,3 +97,13 @@ def test_rows_recomputed_from_the_records(tiny_qa, split, tmp_path):
     assert fastv_line.base == res["8 frames, unpruned"].accuracy("all")
     table = format_fidelity(results, K)
     assert len(table.splitlines()) == 2 + 2 * len(lines) and "| all | FastV |" in table
+
+
+def test_bench_long_methods_rows_put_each_method_at_three_ratios_beside_the_reference():
+    from videoqa.bench.long.rows import method_rows
+
+    rows = method_rows(["none", "fastv", "pool"], k=3)
+    assert [r.label for r in rows] == ["8 frames, unpruned", "fastv R=0.5", "fastv R=0.75", "fastv R=0.9",
+                                       "pool R=0.5", "pool R=0.75", "pool R=0.9"]
+    assert all(r.frames == 8 and r.sampler == "uniform" for r in rows)
+    assert [r.prune.k for r in rows[1:4]] == [3, 3, 3] and rows[4].prune.r == 0.5

@@ -42,7 +42,9 @@ def register(sub) -> None:
                         "long-clip split, 120 clips of 4-5 questions; e2e: 2 generated clips besides the 4 samples, "
                         "20 questions each)")
     g.add_argument("--methods", nargs="+", metavar="METHOD", default=None,
-                   help="e2e: only these registered methods besides none, the reference (default: all)")
+                   help="e2e: only these registered methods besides none, the reference (default: all); long: "
+                        "instead of the policy table, these methods (or 'all') at R = 0.5, 0.75, 0.9 on 8 uniform "
+                        "frames beside the unpruned reference")
     g.add_argument("--runs-dir", default=None,
                    help="run folders (resumable) and plots (default: runs/accuracy, runs/long)")
     g.add_argument("--split", default="test", choices=["test", "val"],
@@ -107,8 +109,15 @@ def suite_text(suite: str, args: argparse.Namespace) -> str:
 
             return run_sweep(args.model or "demo-long", args.runs_dir or "runs/long", args.clips, device=args.device,
                              write_card=args.write_card)
+        k = LONG_K if args.k is None else args.k
+        rows = None
+        if args.methods:
+            from ..bench.long.rows import method_rows
+            from ..pruning.registry import REGISTRY
+
+            rows = method_rows([m.name for m in REGISTRY] if args.methods == ["all"] else _methods(args.methods), k)
         return run_long(args.model or "demo-long", args.runs_dir or "runs/long", args.clips, device=args.device,
-                        split=args.split, k=LONG_K if args.k is None else args.k)
+                        split=args.split, k=k, rows=rows)
     from ..bench.accuracy import run_accuracy
 
     return run_accuracy(args.model or "demo", args.runs_dir or "runs/accuracy",

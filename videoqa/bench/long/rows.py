@@ -165,3 +165,22 @@ def format_fidelity(results: list[RowResult], k: int, groups: tuple[str, ...] = 
                                           pct(ln.matched), pct(ln.base), pct(FidelityLine.kept(ln.matched, ln.base)),
                                           pct(ln.flops)]) + " |")
     return "\n".join(out)
+
+
+METHOD_RATIOS = (0.5, 0.75, 0.9)
+
+
+def method_rows(methods: list[str], k: int) -> list[Row]:
+    """`bench long --methods`: each method at R = 0.5, 0.75, 0.9 on the same 8 uniform frames as the unpruned
+    reference (first, as every table needs it); methods without R once. FastV-like methods at the table's K."""
+    rows = [Row("8 frames, unpruned", PruneConfig(method="none"), 8, sampler="uniform")]
+    for name in methods:
+        method = REGISTRY.get(name)
+        if name == "none":
+            continue
+        extra = {"k": k} if method.option("k") is not None else {}
+        ratios = METHOD_RATIOS if method.uses_r else (None,)
+        rows += [Row(f"{name} R={r}" if r is not None else name,
+                     PruneConfig(method=name, **({"r": r} if r is not None else {}), **extra), 8, sampler="uniform")
+                 for r in ratios]
+    return rows
