@@ -250,3 +250,19 @@ def test_a_broken_config_json_is_named(capsys, model_copy):
     (model_copy / "config.json").write_text("{'not': json}")
     err = one_line_error(capsys, ["ask", CLIP, "q", "--model", str(model_copy)])
     assert f"{model_copy / 'config.json'}: not valid JSON" in err and "line 1, column 2" in err
+
+
+def test_a_defect_is_one_line_and_exit_1_and_its_traceback_only_with_debug(capsys):
+    """A bug of videoqa's own (here a command that raises) must not print a traceback at the user."""
+    import argparse
+
+    from videoqa.cli import run_command
+
+    def broken(args):
+        raise ValueError("zip() argument 2 is shorter than argument 1")
+
+    assert run_command(argparse.Namespace(func=broken, debug=False)) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error: ValueError: zip()" in err and "Traceback" not in err
+    with pytest.raises(ValueError):
+        run_command(argparse.Namespace(func=broken, debug=True))

@@ -119,6 +119,10 @@ def test_every_method_answers_on_every_family(fam, family_qa, tmp_path):
         layout = out.kept.layout
         n_visual, summary = out.kept.n_visual, layout.summary
         assert isinstance(out.text, str), method.name
+        record = json.loads(json.dumps(out.to_dict()))  # `ask --json`: a merging method's record too
+        absorbed = {int(i): group for i, group in record["kept"].get("absorbed", {}).items()}
+        assert set(absorbed) <= set(out.kept.kept), method.name
+        assert not set(range(n_visual - summary, n_visual)) & set(absorbed), method.name  # a summary absorbs nothing
         if method.reduces_frames:
             per = 8 * layout.tokens_per_frame // layout.frames_per_token  # the 8 frames' tokens, R=0.5 of them
             assert out.stats.frames % layout.frames_per_token == 0 and out.kept.n_kept == n_visual, method.name

@@ -1,6 +1,7 @@
 """`videoqa` command line: one module per subcommand in this package; this file only routes.
 
-Errors the user can act on (VideoQAError) print one line on stderr and exit 2; `--debug` shows the traceback.
+Errors the user can act on (VideoQAError) print one line on stderr and exit 2; any other exception (a defect)
+one line and exit 1; `--debug` shows the traceback.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """Run a parsed command: a VideoQAError becomes one line on stderr and exit 2."""
+    """Run a parsed command: a VideoQAError becomes one line on stderr and exit 2, any other exception one line
+    and exit 1."""
     _quiet_libraries()
     try:
         return int(args.func(args) or 0)
@@ -52,6 +54,12 @@ def run_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("videoqa: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a defect of videoqa's, not the user's input: still one line, the traceback on request
+        if args.debug:
+            raise
+        print(f"videoqa: internal error: {type(e).__name__}: {e} (a bug in videoqa; --debug shows the traceback)",
+              file=sys.stderr)
+        return 1
 
 
 def _quiet_libraries() -> None:

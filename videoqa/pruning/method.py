@@ -119,7 +119,9 @@ class EncodedVideo:
 
         n_frame_tokens = self.layout.n_tokens - self.layout.summary
         kept = None if sel.kept is None else [*sel.kept, *range(n_frame_tokens, self.layout.n_tokens)]
-        return replace(sel, kept=kept, visual=torch.cat([sel.visual, self.summary.to(sel.visual)]))
+        # a merging method's record pairs each kept token with what it absorbed: the summary tokens absorb nothing
+        absorbed = None if sel.absorbed is None else [*sel.absorbed, *([] for _ in range(self.layout.summary))]
+        return replace(sel, kept=kept, visual=torch.cat([sel.visual, self.summary.to(sel.visual)]), absorbed=absorbed)
 
     def all_features(self) -> Tensor:
         """[n_visual, d_llm]: every visual token's features in prompt order, the summary tokens last."""
