@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
@@ -15,7 +16,13 @@ import transformers  # noqa: F401, E402
 
 from videoqa.models.tiny import TinySpec, make_tiny_model
 
-torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+# Under pytest-xdist (`make test` runs `-n 2`) each worker gets one thread: two workers on two cores would
+# otherwise each start two and fight over them. The variable reaches the subprocesses the tests start too.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+else:
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_CLIPS = sorted((REPO / "samples" / "clips").glob("*.mp4"))
