@@ -19,12 +19,14 @@ demo: setup
 	$(VENV)/bin/videoqa ask samples/clips/orange_circle_right.mp4 "Which direction does the orange circle move?"
 	$(VENV)/bin/videoqa ask samples/clips/green_square_up.mp4 "What colour is the shape?" --prune fastv --k 2 --r 0.5
 
+# Two workers (pytest-xdist), one torch thread each (tests/conftest.py); a file's tests stay on one worker, so a
+# module's tiny models, servers and browser are built once.
 test: setup
-	$(PY) -m pytest -q --durations=20
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=20
 
 # The developers' loop, about 2 minutes on 2 cores: the suite without the tests marked slow (tests/conftest.py).
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow"
 
 # transformers 5.17, the oldest supported (see scripts/lower_bound_check.sh); CI runs it after `test`.
 test-lower: setup

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,9 +18,26 @@ import transformers  # noqa: F401, E402
 
 from videoqa.models.tiny import TinySpec, make_tiny_model
 
-torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+# Under pytest-xdist (`make test` runs `-n 2`) each worker gets one thread: two workers on two cores would
+# otherwise each start two and fight over them. The variable reaches the subprocesses the tests start too.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+else:
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config) -> None:
+    # Gradio keeps uploads in one folder per machine (/tmp/gradio), named by their content, and an app deletes
+    # the files it cached when it closes: two servers of two xdist workers (or another run on this machine)
+    # uploading the same generated clip shared one file, and the first to close took it from the other
+    # ("file not found"). Gradio reads the variable once, when imported: test modules import it later.
+    folder = tempfile.mkdtemp(prefix="videoqa-tests-gradio-")
+    os.environ["GRADIO_TEMP_DIR"] = folder
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
 SAMPLE_CLIPS = sorted((REPO / "samples" / "clips").glob("*.mp4"))
 
 # Tests that take seconds each (a Ray cluster, a browser, a wheel build, fresh processes, long decodes; measured
