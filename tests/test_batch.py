@@ -15,7 +15,7 @@ import pytest
 from helpers.clipgen import write_clip, write_text
 
 from videoqa.batch.local import local_records
-from videoqa.batch.ray_engine import _decode_row, fixed_frame_count
+from videoqa.batch.ray_backend import _decode_row, fixed_frame_count
 from videoqa.batch.run import run_batch
 from videoqa.batch.store import ResultsWriter, latest_by_key, read_records
 from videoqa.batch.worklist import WorkItem, collect_work, read_questions

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from helpers.clipgen import write_clip
 
-from videoqa.batch.local import local_engine
+from videoqa.batch.local import local_backend
 from videoqa.batch.run import run_batch
 from videoqa.batch.store import latest_by_key, read_records
 from videoqa.batch.worklist import WorkItem, by_clip
@@ -30,7 +30,7 @@ def test_a_local_run_goes_clip_by_clip_with_the_answers_of_asking_alone(tmp_path
     clips = [write_clip(tmp_path / f"c{i}.mp4", n_frames=12 + 6 * i) for i in range(2)]
     work = items(clips)
     out = tmp_path / "results.jsonl"
-    summary = run_batch(work, out, local_engine({"model": "demo", "prune": {"method": "vispruner", "r": 0.5},
+    summary = run_batch(work, out, local_backend({"model": "demo", "prune": {"method": "vispruner", "r": 0.5},
                                                  "max_new_tokens": 4}), progress=False)
     assert summary.ok == len(work)
     records = read_records(out)
@@ -42,7 +42,7 @@ def test_a_local_run_goes_clip_by_clip_with_the_answers_of_asking_alone(tmp_path
 
     alone = {it.key: qa.ask(it.video, it.question, prune=PruneConfig(method="vispruner", r=0.5)).text for it in work}
     assert {k: r["answer"] for k, r in latest_by_key(records).items()} == alone
-    again = run_batch(work, out, local_engine({"model": "demo"}), progress=False)  # resumable: nothing left
+    again = run_batch(work, out, local_backend({"model": "demo"}), progress=False)  # resumable: nothing left
     assert (again.already_done, again.ran) == (len(work), 0)
 
 
@@ -62,7 +62,7 @@ def test_prefix_cache_bytes_0_from_the_command_line_turns_the_cache_off_with_the
         spec = model_spec_from_args(build_parser().parse_args(common + extra))
         assert spec.get("prefix_cache_bytes") == (0 if extra else None)
         out = tmp_path / f"results{len(extra)}.jsonl"
-        assert run_batch(work, out, local_engine(spec), progress=False).ok == len(work)
+        assert run_batch(work, out, local_backend(spec), progress=False).ok == len(work)
         records = read_records(out)
         assert [r["stats"]["prefix_cached"] for r in records] == ([False] * 6 if extra else [False, True, True] * 2)
         answers[bool(extra)] = [r["answer"] for r in records]

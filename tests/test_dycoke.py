@@ -114,7 +114,7 @@ def test_dp_needs_eager_decoding(tiny_model_dir):
     vis[0, VIS] = True
     state = llm.prefill(model, embeds, torch.ones(1, N, dtype=torch.long), vis, DyCokePlan(LAYER, RATIO))
     with pytest.raises(Exception, match="use --decode eager"):
-        list(llm.decoder_for(model, "static").decode_n_tokens(state, 3, set()))
+        list(llm.decode_loop_for(model, "static").decode_n_tokens(state, 3, set()))
 
 
 def test_ask_json_reports_ttm_and_the_decode_steps(tiny_model_dir, tmp_path, capsys):

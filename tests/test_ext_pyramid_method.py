@@ -113,7 +113,7 @@ def test_two_layer_method_answers_and_matches_masked_attention(registered, tiny_
     assert torch.allclose(state.logits, ref, atol=1e-4), (state.logits - ref).abs().max()
 
     # three groups of cache: decoding on it (eager and static) gives the same tokens
-    static = llm.decoder_for(tiny_qa.model, "static")
+    static = llm.decode_loop_for(tiny_qa.model, "static")
     eager_tokens = [t.tolist() for t in llm.decode_n_tokens(tiny_qa.model, tiny_qa.prefill([req], batch), 4, set())]
     static_tokens = [t.tolist() for t in static.decode_n_tokens(tiny_qa.prefill([req], batch), 4, set())]
     assert eager_tokens == static_tokens and len(state.masks) == 3

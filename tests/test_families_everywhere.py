@@ -167,7 +167,7 @@ def test_ray_actor_answers_a_batch_as_ask_does(served, tmp_path):
 
     import numpy as np
 
-    from videoqa.batch.ray_engine import _QAActor
+    from videoqa.batch.ray_backend import _QAActor
     from videoqa.batch.shipped import shipped_rows
     from videoqa.batch.worklist import WorkItem
     from videoqa.pipeline import VideoQA

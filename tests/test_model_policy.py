@@ -150,7 +150,7 @@ def test_the_cards_frames_are_also_the_fixed_r_frame_count(carded):
     """A model trained on 4 frames gets 4 with a fixed R too, not the 8 Video-LLaVA-7B was trained with."""
     qa = VideoQA.from_pretrained(str(carded), prune=PruneConfig(method="fastv", r=0.5), max_new_tokens=4)
     assert qa.ask(SAMPLE_CLIPS[0], "What is it?").stats.frames == CARD_POLICY["frames"]
-    from videoqa.batch.ray_engine import fixed_frame_count
+    from videoqa.batch.ray_backend import fixed_frame_count
     from videoqa.model_policy import policy_of
 
     spec = {"frames": None, "prune": {"method": "fastv", "r": 0.5}}

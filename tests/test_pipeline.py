@@ -17,7 +17,6 @@ import torch
 from helpers.clipgen import write_clip
 
 from videoqa import llm
-from videoqa.answer import Answer
 from videoqa.errors import InputError, ModelLoadError, VideoError
 from videoqa.model import NAMED_MODELS, LoadedModel, packaged_path, resolve_model
 from videoqa.models import VideoLlava
@@ -26,6 +25,7 @@ from videoqa.pipeline import CACHE_SIZE, TextDelta, VideoQA
 from videoqa.pruning import PruneConfig, keep_count
 from videoqa.pruning.adaptive import AdaptivePolicy
 from videoqa.request import positions
+from videoqa.result import Answer
 from videoqa.video import sample_frames
 
 

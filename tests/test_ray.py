@@ -13,8 +13,8 @@ import pytest
 from helpers.clipgen import write_clip, write_text
 from helpers.ray_cluster import Cluster
 
-from videoqa.batch.local import local_engine
-from videoqa.batch.ray_engine import RayOptions, _QAActor, ray_engine
+from videoqa.batch.local import local_backend
+from videoqa.batch.ray_backend import RayOptions, _QAActor, ray_backend
 from videoqa.batch.run import run_batch
 from videoqa.batch.store import latest_by_key, read_records
 from videoqa.batch.worklist import WorkItem, collect_work
@@ -63,7 +63,7 @@ def local_reference(root, items, model_spec, name: str = "local"):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        run_batch(items, root / f"{name}-{model_spec['prune']['r']}.jsonl", local_engine(model_spec), progress=False)
+        run_batch(items, root / f"{name}-{model_spec['prune']['r']}.jsonl", local_backend(model_spec), progress=False)
     finally:
         torch.set_num_threads(threads)
     return latest_by_key(read_records(root / f"{name}-{model_spec['prune']['r']}.jsonl"))
@@ -92,7 +92,7 @@ def test_two_actors_on_a_two_cpu_cluster_match_the_local_engine(cluster, setup, 
     want = local_reference(root, items, model_spec)
     monkeypatch.setenv("RAY_ADDRESS", cluster.address)
     out = root / "ray-auto.jsonl"
-    summary = run_batch(items, out, ray_engine(model_spec, RayOptions(actors=2, batch_size=2, timeout_s=60)),
+    summary = run_batch(items, out, ray_backend(model_spec, RayOptions(actors=2, batch_size=2, timeout_s=60)),
                         progress=False)
     print(summary.line())
     assert (summary.ran, summary.ok, summary.errors) == (3, 2, 1)
@@ -110,7 +110,7 @@ def test_an_actor_killed_mid_run_loses_and_duplicates_nothing(cluster, setup):
     root, model, items = setup
     model_spec = spec(model, 0.5)
     want = local_reference(root, items, model_spec)
-    produce = ray_engine(model_spec, RayOptions(actors=1, timeout_s=60, address=cluster.client_address))
+    produce = ray_backend(model_spec, RayOptions(actors=1, timeout_s=60, address=cluster.client_address))
     killed: list[int] = []
 
     def kill_after_first(todo):
@@ -141,7 +141,7 @@ def test_each_clips_questions_go_to_one_actor_that_encodes_and_prefills_it_once(
     model_spec = spec(model, 0.5)
     want = local_reference(root, items, model_spec, "local-by-clip")
     out = root / "ray-by-clip.jsonl"
-    summary = run_batch(items, out, ray_engine(model_spec, RayOptions(actors=2, timeout_s=60,
+    summary = run_batch(items, out, ray_backend(model_spec, RayOptions(actors=2, timeout_s=60,
                                                                       address=cluster.address)), progress=False)
     assert (summary.ran, summary.ok) == (6, 6)
     got = latest_by_key(read_records(out))
@@ -202,7 +202,7 @@ def test_actor_decodes_auto_frame_counts_under_the_timeout(tmp_path):
 
 
 def test_layout_fits_two_actors_on_two_cpus_and_refuses_what_cannot_fit(cluster):
-    from videoqa.batch.ray_engine import _layout
+    from videoqa.batch.ray_backend import _layout
 
     ray.init(address=cluster.address, log_to_driver=False)
     try:
@@ -224,7 +224,7 @@ def test_actor_answers_a_clips_questions_in_left_padded_batches():
 
     import numpy as np
 
-    from videoqa.batch.ray_engine import clip_rows
+    from videoqa.batch.ray_backend import clip_rows
     from videoqa.video import Clip
 
     calls = []

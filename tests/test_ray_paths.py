@@ -16,7 +16,7 @@ from helpers.clipgen import write_clip
 from helpers.ray_cluster import Cluster
 from test_eval import make_dataset
 
-from videoqa.batch.ray_engine import _decode_row, _QAActor
+from videoqa.batch.ray_backend import _decode_row, _QAActor
 from videoqa.batch.shipped import fingerprint, shipped_rows
 from videoqa.batch.store import latest_by_key, read_records
 from videoqa.batch.worklist import WorkItem

@@ -11,7 +11,7 @@ import shutil
 import pytest
 from helpers.clipgen import write_event_clip
 
-from videoqa.batch.ray_engine import _decode_row
+from videoqa.batch.ray_backend import _decode_row
 from videoqa.batch.shipped import shipped_rows
 from videoqa.batch.store import read_records
 from videoqa.batch.worklist import WorkItem, answer_options, fingerprint

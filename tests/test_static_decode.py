@@ -15,7 +15,7 @@ from videoqa import llm
 from videoqa.cli import build_parser
 from videoqa.cli.options import model_spec_from_args
 from videoqa.errors import InputError
-from videoqa.llm import BUCKET, Decoder, StaticKVCache, decoder_for
+from videoqa.llm import BUCKET, DecodeLoop, StaticKVCache, decode_loop_for
 from videoqa.model import LoadedModel
 from videoqa.pipeline import VideoQA
 from videoqa.pruning import keep_count
@@ -60,7 +60,7 @@ def assert_static_steps_equal_eager_steps(model, inputs, plan, steps: int) -> No
     eager = llm.prefill(model, *inputs, plan)
     cache = StaticKVCache.from_prefill(llm.prefill(model, *inputs, plan),
                                        model.config.text_config.num_hidden_layers, 8)
-    decoder = Decoder(model, "static")
+    decoder = DecodeLoop(model, "static")
     tokens = eager.logits.argmax(-1)
     embed = model.get_input_embeddings()
     for step in range(steps):
@@ -85,12 +85,12 @@ def test_static_steps_equal_eager_steps(model, plan, batch):
 def test_static_decode_gives_the_eager_tokens(model, plan, batch):
     inputs = prompt(model, 2, N) if batch == 1 else batch_of_two(model)
     eager = list(llm.decode_n_tokens(model, llm.prefill(model, *inputs, plan), 12, None))
-    static = list(Decoder(model, "static").decode_n_tokens(llm.prefill(model, *inputs, plan), 12, None))
+    static = list(DecodeLoop(model, "static").decode_n_tokens(llm.prefill(model, *inputs, plan), 12, None))
     assert torch.stack(static).tolist() == torch.stack(eager).tolist()
     # EOS: the same stopping point (all samples done at the token each of them produced first)
     eos = int(eager[0][0])
     stop_e = list(llm.decode_n_tokens(model, llm.prefill(model, *inputs, plan), 12, eos))
-    stop_s = list(Decoder(model, "static").decode_n_tokens(llm.prefill(model, *inputs, plan), 12, eos))
+    stop_s = list(DecodeLoop(model, "static").decode_n_tokens(llm.prefill(model, *inputs, plan), 12, eos))
     assert torch.stack(stop_s).tolist() == torch.stack(stop_e).tolist()
 
 
@@ -113,7 +113,7 @@ def test_static_decode_stops_on_any_eos_id(model):
     hit0, hit1 = int(free[2][0]), int(free[4][1])
     for eos in ({0, hit0, hit1}, [hit1, hit0], (hit0, hit1)):
         stop_e = list(llm.decode_n_tokens(model, llm.prefill(model, *inputs, plan), 10, eos))
-        stop_s = list(Decoder(model, "static").decode_n_tokens(llm.prefill(model, *inputs, plan), 10, eos))
+        stop_s = list(DecodeLoop(model, "static").decode_n_tokens(llm.prefill(model, *inputs, plan), 10, eos))
         assert torch.stack(stop_s).tolist() == torch.stack(stop_e).tolist()
         assert len(stop_s) < 10
 
@@ -147,7 +147,7 @@ def test_compiled_step_is_one_graph(model):
     inputs = batch_of_two(model)
     plan = FastVPlan(k=2, r=0.5)
     eager = list(llm.decode_n_tokens(model, llm.prefill(model, *inputs, plan), 6, None))
-    traced = Decoder(model, "compiled", backend="eager")
+    traced = DecodeLoop(model, "compiled", backend="eager")
     assert torch.stack(list(traced.decode_n_tokens(llm.prefill(model, *inputs, plan), 6, None))).tolist() == \
         torch.stack(eager).tolist()
 
@@ -160,7 +160,7 @@ def test_inductor_compiled_decode_gives_the_eager_tokens(model):
     inputs = batch_of_two(model)
     plan = FastVPlan(k=2, r=0.5)
     eager = list(llm.decode_n_tokens(model, llm.prefill(model, *inputs, plan), 6, None))
-    compiled = Decoder(model, "compiled")
+    compiled = DecodeLoop(model, "compiled")
     assert torch.stack(list(compiled.decode_n_tokens(llm.prefill(model, *inputs, plan), 6, None))).tolist() == \
         torch.stack(eager).tolist()
 
@@ -168,7 +168,7 @@ def test_inductor_compiled_decode_gives_the_eager_tokens(model):
 @torch.no_grad()
 def test_model_internals_are_resolved_once_not_per_token(model, monkeypatch):
     """The decoder's parts, its layers' cache keyword among them (read with inspect.signature), are resolved once
-    per Decoder, or once per call given the bare model: never again for each decoded token."""
+    per DecodeLoop, or once per call given the bare model: never again for each decoded token."""
     layer_forward = type(llm.adapt(model).layers[0]).forward
     lookups = []
     signature = inspect.signature
@@ -181,7 +181,7 @@ def test_model_internals_are_resolved_once_not_per_token(model, monkeypatch):
     monkeypatch.setattr(inspect, "signature", counting)
     inputs = batch_of_two(model)
     plan = FastVPlan(k=2, r=0.5)
-    decoders = [decoder_for(model, mode) for mode in ("eager", "static")]
+    decoders = [decode_loop_for(model, mode) for mode in ("eager", "static")]
     assert len(lookups) == 2
     for decoder in decoders:
         for n_tokens in (2, 9):
@@ -201,7 +201,7 @@ def test_pipeline_static_decode_answers_as_eager(tiny_qa):
         a, b = tiny_qa.ask(clip, question), static.ask(clip, question)
         assert (b.text, b.kept.kept, b.stats.new_tokens) == (a.text, a.kept.kept, a.stats.new_tokens)
     with pytest.raises(InputError, match="unknown decode mode"):
-        decoder_for(tiny_qa.model, "fast")
+        decode_loop_for(tiny_qa.model, "fast")
 
 
 def test_compile_option_reaches_the_model_spec():

@@ -14,7 +14,7 @@ def __getattr__(name: str):
 
         return VideoQA
     if name == "Answer":
-        from .answer import Answer
+        from .result import Answer
 
         return Answer
     raise AttributeError(name)

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from .answer import Answer, Stats
 from .pruning import KeptTokens, ModelDims
 from .pruning.flops import estimate_flops, staged_flops
 from .request import Request
+from .result import Answer, Stats
 
 
 @dataclass(frozen=True)

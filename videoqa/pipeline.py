@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from . import llm
-from .answer import Answer
 from .answering import BatchRun, Setting, TextDelta, assemble, drain, stream_text
 from .clip_cache import content_key, frames_bytes, new_clip_cache, processor_edge, shares_host_memory
 from .errors import InputError
@@ -37,6 +36,7 @@ from .pruning.adaptive import frames_wanted
 from .pruning.budget import ANSWER_RESERVE, DEFAULT_FRAMES, check_context
 from .pruning.planner import Plan, at_resolution, fewer_frames, plan, whole_groups
 from .request import Collated, Request, collate
+from .result import Answer
 from .video import Clip, probe_video, sample_frames
 from .video.changes import SCAN_BUDGET_S
 from .video.clip import DECODE_EDGE
@@ -84,7 +84,7 @@ class VideoQA:
         self.prompt = prompt or loaded.conversation()  # the template's name (None: the model's), in every answer
         self.family.preamble(self.prompt)  # InputError for a template the family does not have
         # "static": a preallocated KV cache; "compiled": that step under torch.compile (a CUDA graph on GPUs)
-        self.decoder = llm.decoder_for(self.model, decode)
+        self.decoder = llm.decode_loop_for(self.model, decode)
         self.encode_count = 0  # vision-tower runs: follow-ups on a cached clip do not add to it
         self._encoded, self._selections = feature_cache(CACHE_SIZE), feature_cache(CACHE_SIZE)  # bounded in bytes too
         self._clips, self._digests, self._prompts = new_clip_cache(CACHE_SIZE), LRU(64), LRU(CACHE_SIZE)  # clip_cache

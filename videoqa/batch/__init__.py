@@ -5,5 +5,5 @@
     lock        one writer per results file (an OS lock held for the whole run)
     run         resume/retry planning, one record per item, the summary
     local       the in-process back ends (one at a time, or left-padded batches)
-    ray_engine  the Ray Data back end (CPU decoding tasks + an actor pool of models)
+    ray_backend  the Ray Data back end (CPU decoding tasks + an actor pool of models)
 """

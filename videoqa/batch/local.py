@@ -9,7 +9,7 @@ from .run import AnswerFn, Produce, answer_one, base_record, summarize_answer
 from .worklist import WorkItem, by_clip
 
 
-def local_engine(model_spec: dict, batch_size: int = 1) -> Produce:
+def local_backend(model_spec: dict, batch_size: int = 1) -> Produce:
     """The local back end for `model_spec` (see `VideoQA.from_spec`). The model is loaded when there is work,
     before the progress bar starts, so the bar's rate counts clips only. Work goes clip by clip (`by_clip`)."""
 

@@ -20,7 +20,7 @@ WARMUP = 3
 
 @torch.inference_mode()
 def time_mode(model, state: llm.PrefillResult, mode: str, n_tokens: int,
-              decoder: llm.Decoder | None = None, clock: Clock | None = None) -> tuple[float, float]:
+              decoder: llm.DecodeLoop | None = None, clock: Clock | None = None) -> tuple[float, float]:
     """(seconds per token over `n_tokens` steps, seconds of the warm-up steps) for one decode mode, read
     through `clock` (default: the device's synced clock)."""
     device = state.logits.device
@@ -62,9 +62,9 @@ def decode_rows(setup: Setup, plans: list[tuple[str, float]], n_tokens: int, com
     modes = ["eager", "static"] + (["compiled"] if compile else [])
     if decoders is None:
         decoders = {}
-    decoders.setdefault("static", llm.Decoder(model, "static"))
+    decoders.setdefault("static", llm.DecodeLoop(model, "static"))
     if compile:
-        decoders.setdefault("compiled", llm.Decoder(model, "compiled"))
+        decoders.setdefault("compiled", llm.DecodeLoop(model, "compiled"))
     inputs = inputs if inputs is not None else make_prompt(model, setup.frames)
     rows = []
     for method, r in plans:

@@ -264,12 +264,12 @@ def backend_from_args(args: argparse.Namespace, spec: dict | None = None) -> Pro
     `model_spec_from_args`, when the caller already has it (checked once)."""
     spec = spec or model_spec_from_args(args)
     if args.backend == "ray":
-        from ..batch.ray_engine import RayOptions, ray_engine
+        from ..batch.ray_backend import RayOptions, ray_backend
 
         opts = RayOptions(actors=args.actors, cpus_per_actor=args.cpus_per_actor, gpus_per_actor=args.gpus_per_actor,
                           timeout_s=args.timeout, address=args.ray_address, num_cpus=args.num_cpus,
                           batch_size=args.batch_size)
-        return ray_engine(spec, opts)
-    from ..batch.local import local_engine
+        return ray_backend(spec, opts)
+    from ..batch.local import local_backend
 
-    return local_engine(spec, args.batch_size)
+    return local_backend(spec, args.batch_size)

@@ -1,7 +1,7 @@
 """The language model: prefill with FastV pruning and greedy decoding, over transformers' own decoder layers.
 
     state = llm.prefill(model, embeds, attention_mask, visual_mask, FastVPlan(k=2, r=0.5))
-    for tokens in llm.decoder_for(model, "static").decode_n_tokens(state, 64, eos):
+    for tokens in llm.decode_loop_for(model, "static").decode_n_tokens(state, 64, eos):
         ...
 
 - adapter: where transformers keeps the LM's parts (layers, rotary embedding, norm, head, cache keyword),
@@ -15,17 +15,17 @@ from .adapter import KERNELS, LanguageModel, adapt, check_kernel
 from .decode import (
     BUCKET,
     DECODE_MODES,
-    Decoder,
+    DecodeLoop,
     StaticKVCache,
     cache_bytes,
+    decode_loop_for,
     decode_n_tokens,
     decode_one_token,
-    decoder_for,
     eos_ids,
 )
 from .prefill import PrefillResult, prefill
 
 __all__ = [
-    "BUCKET", "DECODE_MODES", "KERNELS", "Decoder", "LanguageModel", "PrefillResult", "StaticKVCache", "adapt",
-    "cache_bytes", "check_kernel", "decode_n_tokens", "decode_one_token", "decoder_for", "eos_ids", "prefill",
+    "BUCKET", "DECODE_MODES", "KERNELS", "DecodeLoop", "LanguageModel", "PrefillResult", "StaticKVCache", "adapt",
+    "cache_bytes", "check_kernel", "decode_n_tokens", "decode_one_token", "decode_loop_for", "eos_ids", "prefill",
 ]

@@ -174,7 +174,7 @@ def static_step(lm: LanguageModel, cache: StaticKVCache, tokens: Tensor, step: T
     return logits, logits.argmax(-1)
 
 
-class Decoder:
+class DecodeLoop:
     """Greedy decoding of one model in one mode (DECODE_MODES). Its parts are resolved once, here; with
     "compiled", graphs are kept per buffer shape, so the first answer of each shape pays the compilation."""
 
@@ -234,15 +234,15 @@ class Decoder:
             next_tokens = advance(next_tokens)
 
 
-def decoder_for(model: nn.Module | LanguageModel, mode: str) -> Decoder:
+def decode_loop_for(model: nn.Module | LanguageModel, mode: str) -> DecodeLoop:
     """The decoder for a decode mode ("eager", "static" or "compiled"; InputError otherwise)."""
-    return Decoder(model, mode)
+    return DecodeLoop(model, mode)
 
 
 def decode_n_tokens(model: nn.Module | LanguageModel, state: PrefillResult, max_new_tokens: int,
                     eos_token_id: int | Iterable[int] | None) -> Iterator[Tensor]:
     """Greedy decoding on the prefill's own cache (the "eager" mode)."""
-    return Decoder(model).decode_n_tokens(state, max_new_tokens, eos_token_id)
+    return DecodeLoop(model).decode_n_tokens(state, max_new_tokens, eos_token_id)
 
 
 def eos_ids(eos_token_id: int | Iterable[int] | None) -> set[int]:

@@ -305,7 +305,7 @@ class RayRun:
         self.phases["processing"] = time.perf_counter() - self._t0
 
 
-def ray_engine(model_spec: dict, opts: RayOptions) -> Produce:
+def ray_backend(model_spec: dict, opts: RayOptions) -> Produce:
     """The Ray back end for `model_spec` (see `VideoQA.from_spec`): each actor loads its own model."""
     return lambda todo: ray_records(todo, model_spec, opts)
 
