@@ -24,7 +24,7 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q -n 2 --dist loadfile --durations=20
 
-# The developers' loop, about 2 minutes on 2 cores: the suite without the tests marked slow (tests/conftest.py).
+# The developers' loop, about 3 minutes on 2 cores: the suite without the tests marked slow (tests/conftest.py).
 test-fast: setup
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow"
 
