@@ -39,11 +39,13 @@ DESKTOP = {"width": 1400, "height": 1000}
 PHONE = {"width": 390, "height": 844}
 FASTV = PruneConfig("fastv", 2, 0.5)  # the tiny_qa default, what the page's controls start with
 
-pytestmark = [
+# The browser files' marks (test_browser_*.py take them and `expect` from here, with the fixtures)
+BROWSER_MARKS = [
     pytest.mark.slow,  # seconds each: `make test-fast` leaves them out
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)"),
 ]
+pytestmark = BROWSER_MARKS
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package")
 expect = sync_api.expect
 expect.set_options(timeout=30_000)  # waits, not time limits: generous for a busy CI machine

@@ -3,19 +3,14 @@ the stopping state). Same server, browser and helpers as test_browser.py."""
 
 from __future__ import annotations
 
-import pytest
 import test_browser as tb
-from test_browser import CHROMIUM, ask, first_token_shown, message, results, rows, sync_api, upload
+from test_browser import ask, first_token_shown, message, results, rows, upload
 
 # test_browser's fixtures: its server (answers held on request), browser and a fresh tab per test
 held, clips, server, browser, desktop, page = tb.held, tb.clips, tb.server, tb.browser, tb.desktop, tb.page
 
-pytestmark = [
-    pytest.mark.slow,  # seconds each: `make test-fast` leaves them out
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)"),
-]
-expect = sync_api.expect
+pytestmark = tb.BROWSER_MARKS
+expect = tb.expect
 
 
 def wait_answered(page, n: int = 1) -> None:

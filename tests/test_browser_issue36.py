@@ -10,20 +10,15 @@ import re
 import pytest
 import test_browser as tb
 from conftest import free_port
-from test_browser import CHROMIUM, ask, open_page, open_results, results, rows, upload
+from test_browser import ask, open_page, open_results, results, rows, upload
 from videoqa.ui.app import DEFAULT_SAMPLES, build_app, launch
 
 from videoqa.model import packaged_path
 from videoqa.pruning import REGISTRY
 from videoqa.pruning.adaptive import max_frames_for_context
 
-pytestmark = [
-    pytest.mark.slow,  # seconds each: `make test-fast` leaves them out
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)"),
-]
-sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package")
-expect = sync_api.expect
+pytestmark = tb.BROWSER_MARKS
+expect = tb.expect
 
 browser, clips, desktop, held, page, server = tb.browser, tb.clips, tb.desktop, tb.held, tb.page, tb.server
 

@@ -9,18 +9,13 @@ import re
 import pytest
 import test_browser as tb
 from helpers.clipgen import write_clip
-from test_browser import CHROMIUM, PHONE, ask, open_page, open_results, results, rows, upload
+from test_browser import PHONE, ask, open_page, open_results, results, rows, upload
 from videoqa.ui.app import DEFAULT_SAMPLES, build_app, launch
 
 from videoqa.pruning import REGISTRY
 
-pytestmark = [
-    pytest.mark.slow,  # seconds each: `make test-fast` leaves them out
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)"),
-]
-sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package")
-expect = sync_api.expect
+pytestmark = tb.BROWSER_MARKS
+expect = tb.expect
 
 # test_browser's fixtures, shared by name: one server and one browser for both modules
 browser, clips, desktop, held, page, server = tb.browser, tb.clips, tb.desktop, tb.held, tb.page, tb.server

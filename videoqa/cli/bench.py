@@ -125,7 +125,7 @@ def suite_text(suite: str, args: argparse.Namespace) -> str:
 
 
 def _methods(names: list[str] | None) -> list[str] | None:
-    """The e2e suite's methods, each checked against the registry (an unknown one: one clear error line)."""
+    """The e2e and long suites' methods, each checked against the registry (an unknown one: one clear error line)."""
     if names is None:
         return None
     from ..errors import InputError

@@ -277,14 +277,14 @@ def kept_features(enc: EncodedVideo, kept: list[int]) -> Tensor:
     return flat[torch.as_tensor(kept, device=flat.device)]
 
 
-def layer_check(option: str, label: str) -> CheckFn:
-    """The check of a layer option (0 before `resolve_depth`): inside the model's depth."""
+def layer_check(option: str, label: str, low: int = 1) -> CheckFn:
+    """The check of a layer option (0 before `resolve_depth`): inside the model's depth, from `low`."""
 
     def check(params: Mapping[str, Any], n_layers: int | None) -> None:
         layer = params[option]
         if n_layers is not None and layer >= n_layers:
             raise InputError(f"{label} {layer} is out of range: the language model has {n_layers} layers, "
-                             f"so it must be in [1, {n_layers - 1}]")
+                             f"so it must be in [{low}, {n_layers - 1}]")
     return check
 
 

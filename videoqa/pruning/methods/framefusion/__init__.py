@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ....errors import InputError
-from ...method import Acts, Method, Option, share_option
+from ...method import Acts, Method, Option, layer_check, share_option
 
 
 def _plan(params: Mapping[str, Any], rs: list[float], tokens_per_frame: int | None):
@@ -17,12 +16,6 @@ def _plan(params: Mapping[str, Any], rs: list[float], tokens_per_frame: int | No
 
     return FrameFusionPlan(rs, params["ff_threshold"], params["ff_ratio_floor"], params["ff_layer"],
                            tokens_per_frame)
-
-
-def _check(params: Mapping[str, Any], n_layers: int | None) -> None:
-    if n_layers is not None and params["ff_layer"] >= n_layers:
-        raise InputError(f"FrameFusion's first merging layer {params['ff_layer']} is out of range: the language "
-                         f"model has {n_layers} layers")
 
 
 METHOD = Method(
@@ -39,6 +32,6 @@ METHOD = Method(
                      "tokens are alike; pruning follows"),
     ),
     plan=_plan,
-    check=_check,
+    check=layer_check("ff_layer", "FrameFusion's first merging layer", low=0),
     layer_option="ff_layer",
 )
