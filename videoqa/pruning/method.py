@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
@@ -278,14 +279,34 @@ def kept_features(enc: EncodedVideo, kept: list[int]) -> Tensor:
 
 
 def layer_check(option: str, label: str, low: int = 1) -> CheckFn:
-    """The check of a layer option (0 before `resolve_depth`): inside the model's depth, from `low`."""
+    """The check of a layer option (0 before `resolve_depth`): inside the model's depth, from `low`. `label` names
+    the layer in the message, "{}" where its value goes ("K={}"; else the value follows it)."""
 
     def check(params: Mapping[str, Any], n_layers: int | None) -> None:
         layer = params[option]
         if n_layers is not None and layer >= n_layers:
-            raise InputError(f"{label} {layer} is out of range: the language model has {n_layers} layers, "
+            named = label.format(layer) if "{}" in label else f"{label} {layer}"
+            raise InputError(f"{named} is out of range: the language model has {n_layers} layers, "
                              f"so it must be in [{low}, {n_layers - 1}]")
     return check
+
+
+def plan_class(package: str, name: str) -> PlanFn:
+    """The `plan` of a method whose plan class `name`, in the algorithm.py beside its declaration, builds itself
+    from the options (`from_options(params, rs, tokens_per_frame)`). Imported when first used, so that the
+    declaration stays importable without torch."""
+
+    def plan(params: Mapping[str, Any], rs: list[float], tokens_per_frame: int | None) -> LLMPlan:
+        return getattr(import_module(f"{package}.algorithm"), name).from_options(params, rs, tokens_per_frame)
+    return plan
+
+
+def in_llm(name: str, help: str, plan: tuple[str, str], layer: Option, *options: Option,
+           check: CheckFn | None = None) -> Method:
+    """A method that prunes inside the LLM: `plan` = (its package, its plan class in the algorithm.py there; see
+    `plan_class`), `layer` the option naming its (first) layer, listed first."""
+    return Method(name=name, help=help, acts=Acts.IN_LLM, options=(layer, *options), plan=plan_class(*plan),
+                  check=check, layer_option=layer.name)
 
 
 def before_and_inside(name: str, help: str, positions: Positions, select: SelectFn, after: AfterFn,

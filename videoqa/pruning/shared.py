@@ -7,6 +7,7 @@ that compute import it when called."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .base import VisualLayout
@@ -52,13 +53,33 @@ def check_shapes(layout: VisualLayout, keep: int, *tensors: Tensor) -> None:
         raise ValueError(f"keep must be in [0, {layout.n_tokens}], got {keep}")
 
 
-def patch_inputs(layout: VisualLayout, keep: int, features: Tensor,
-                 attention: Tensor) -> tuple[Tensor, Tensor, list[int], list[int]]:
-    """Checked inputs of a method that works on patches under the [CLS] rule: the patches' features [F, N, d] and
-    attention [F, N] in float32, the [CLS] tokens kept and each frame's patch budget."""
+@dataclass(frozen=True)
+class Patches:
+    """A clip's patches under the [CLS] rule, as the merging methods read them."""
+
+    x: Tensor  # [F, N, d] the patches' features, float32
+    attn: Tensor  # [F, N] their [CLS] attention, float32
+    cls: list[int]  # the [CLS] tokens kept (visual-span indices)
+    budgets: list[int]  # each frame's patch budget
+    per_frame: int  # tokens a frame holds in the visual span, [CLS] included
+    first: int  # where a frame's patches start: 1 after a [CLS], else 0
+
+    def index(self, frame: int, patch: int) -> int:
+        """The visual-span index of patch `patch` of frame `frame`."""
+        return frame * self.per_frame + self.first + patch
+
+    def kept_cls(self, features: Tensor) -> dict[int, tuple[Tensor, list[int]]]:
+        """The kept [CLS] tokens as the start of a merged selection (see `merged_selection`), each absorbing none."""
+        return {i: (features[i // self.per_frame, 0].float(), []) for i in self.cls}
+
+
+def patch_inputs(layout: VisualLayout, keep: int, features: Tensor, attention: Tensor) -> Patches:
+    """Checked inputs of a method that works on patches under the [CLS] rule (`cls_and_patch_budgets`)."""
     check_shapes(layout, keep, features, attention)
     first = int(layout.has_cls)
-    return (features[:, first:].float(), attention[:, first:].float(), *cls_and_patch_budgets(layout, keep))
+    cls, budgets = cls_and_patch_budgets(layout, keep)
+    return Patches(features[:, first:].float(), attention[:, first:].float(), cls, budgets, layout.tokens_per_frame,
+                   first)
 
 
 def merged_selection(out: dict, features: Tensor) -> tuple[list[int], Tensor, list[list[int]]]:

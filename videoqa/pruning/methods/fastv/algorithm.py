@@ -7,7 +7,9 @@ token after the visual span), so no n x n matrix is formed and every layer keeps
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -30,6 +32,10 @@ class FastVPlan:
     rank_by: str = "last"  # "last": last prompt token's row; "text": mean of the text rows after the video
     frame_floor: float = 0.0
     tokens_per_frame: int | None = None
+
+    @classmethod
+    def from_options(cls, params: Mapping[str, Any], rs: list[float], tokens_per_frame: int | None) -> FastVPlan:
+        return cls(params["k"], rs, params["rank_by"], params["frame_floor"], tokens_per_frame)
 
     @property
     def layers(self) -> tuple[int, ...]:

@@ -114,13 +114,12 @@ def select_flashvid(features: Tensor, attention: Tensor, keep: int, layout: Visu
                     params: FlashVIDParams = FlashVIDParams()) -> tuple[list[int], Tensor, list[list[int]], dict]:
     """Kept visual-span indices (ascending), their features (cluster means), what each absorbed, details.
     features [F, T, d]: the projected tokens; attention [F, T]: [CLS] -> token attention."""
-    f_n, t, first = layout.n_frames, layout.tokens_per_frame, int(layout.has_cls)
-    x, attn, cls, patch_budgets = patch_inputs(layout, keep, features, attention)
-    N = x.shape[1]
-    budget = -(-sum(patch_budgets) // f_n)
+    p = patch_inputs(layout, keep, features, attention)
+    x, attn, N = p.x, p.attn, p.x.shape[1]
+    budget = -(-sum(p.budgets) // layout.n_frames)
     n_adts = math.ceil(budget * params.alpha)
     n_sttm = budget - n_adts
-    out = {i: (features[i // t, 0].float(), []) for i in cls}  # visual-span index -> (feature, absorbed)
+    out = p.kept_cls(features)  # visual-span index -> (feature, absorbed)
     sizes = segment_lengths(x.mean(dim=1), params.segment_threshold, params.min_segments)
     start = 0
     for size in sizes:
@@ -129,7 +128,7 @@ def select_flashvid(features: Tensor, attention: Tensor, keep: int, layout: Visu
         free = torch.ones(size, N, dtype=torch.bool)
         for j, f in enumerate(frames):
             for i in adts(x[f], attn[f], n_adts):
-                out[f * t + first + i] = (x[f, i], [])
+                out[p.index(f, i)] = (x[f, i], [])
                 free[j, i] = False
         if n_sttm <= 0 or params.temporal_threshold >= 1.0:
             continue
@@ -142,19 +141,19 @@ def select_flashvid(features: Tensor, attention: Tensor, keep: int, layout: Visu
         ratio = n_sttm * size / n_left if n_left else 1.0
         for j, f in enumerate(frames):
             local = torch.nonzero(roots[j]).flatten()
-            groups = [[frames.start * t + (m // N) * t + first + m % N for m in members[j][i]] for i in local.tolist()]
+            groups = [[p.index(frames.start + m // N, m % N) for m in members[j][i]] for i in local.tolist()]
             n_clusters = math.ceil(local.numel() * ratio)
             if ratio >= 1.0 or n_clusters <= 0:
                 for i, g in zip(local.tolist(), groups, strict=True):
-                    out[f * t + first + i] = (means[j, i], sorted(set(g) - {f * t + first + i}))
+                    out[p.index(f, i)] = (means[j, i], sorted(set(g) - {p.index(f, i)}))
                 continue
             centres, assign = dpc_clusters(means[j, local], n_clusters, params.dpc_k)
             for c, centre in enumerate(centres.tolist()):
                 rows = torch.nonzero(assign == c).flatten()
-                index = f * t + first + int(local[centre])
+                index = p.index(f, int(local[centre]))
                 absorbed = sorted({m for r in rows.tolist() for m in groups[r]} - {index})
                 out[index] = (means[j, local[rows]].mean(dim=0), absorbed)
     kept, visual, absorbed = merged_selection(out, features)
     details = {"segments": sizes, "frame_budget": budget, "adts_per_frame": n_adts, "sttm_per_frame": n_sttm,
-               "cls": cls}
+               "cls": p.cls}
     return kept, visual, absorbed, details

@@ -5,33 +5,16 @@ The algorithm: algorithm.py beside this file."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from ...method import Option, in_llm, layer_check, share_option
 
-from ...method import Acts, Method, Option, layer_check, share_option
-
-
-def _plan(params: Mapping[str, Any], rs: list[float], tokens_per_frame: int | None):
-    from .algorithm import FrameFusionPlan
-
-    return FrameFusionPlan(rs, params["ff_threshold"], params["ff_ratio_floor"], params["ff_layer"],
-                           tokens_per_frame)
-
-
-METHOD = Method(
-    name="framefusion",
-    help="merge tokens like the same patch of the previous frame, then prune by attention, inside the LLM",
-    acts=Acts.IN_LLM,
-    options=(
-        Option("ff_layer", int, 0, "FrameFusion: the layer merging starts at (default: 0, the embeddings, as "
-               "published)", low=0, label="the first merging layer"),
-        Option("ff_threshold", float, 0.6, "FrameFusion: merge a token whose cosine similarity to the same patch "
-               "of the previous frame is at least this (default: 0.6)", low=-1.0, high=1.0, metavar="COSINE",
-               label="the similarity threshold"),
-        share_option("ff_ratio_floor", 0.1, "FrameFusion: merging stops once fewer than this share of the visual "
-                     "tokens are alike; pruning follows"),
-    ),
-    plan=_plan,
-    check=layer_check("ff_layer", "FrameFusion's first merging layer", low=0),
-    layer_option="ff_layer",
-)
+# Merging may start at the embeddings (layer 0), as published.
+METHOD = in_llm("framefusion", "merge tokens like the same patch of the previous frame, then prune by attention, "
+                "inside the LLM", (__name__, "FrameFusionPlan"),
+                Option("ff_layer", int, 0, "FrameFusion: the layer merging starts at (default: 0, the embeddings, "
+                       "as published)", low=0, label="the first merging layer"),
+                Option("ff_threshold", float, 0.6, "FrameFusion: merge a token whose cosine similarity to the same "
+                       "patch of the previous frame is at least this (default: 0.6)", low=-1.0, high=1.0,
+                       metavar="COSINE", label="the similarity threshold"),
+                share_option("ff_ratio_floor", 0.1, "FrameFusion: merging stops once fewer than this share of the "
+                             "visual tokens are alike; pruning follows"),
+                check=layer_check("ff_layer", "FrameFusion's first merging layer", low=0))

@@ -18,6 +18,9 @@ index.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -36,6 +39,10 @@ class FrameFusionPlan:
         self.first_layer, self.tokens_per_frame = first_layer, tokens_per_frame
         self.layers = (first_layer,)
         self._state: list[dict] | None = None
+
+    @classmethod
+    def from_options(cls, params: Mapping[str, Any], rs: list[float], tokens_per_frame: int | None) -> FrameFusionPlan:
+        return cls(rs, params["ff_threshold"], params["ff_ratio_floor"], params["ff_layer"], tokens_per_frame)
 
     def layers_for(self, n_layers: int) -> tuple[int, ...]:
         return tuple(range(self.first_layer, n_layers))

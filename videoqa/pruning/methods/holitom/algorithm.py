@@ -83,18 +83,17 @@ def merge_clusters(x: Tensor, n_clusters: int, k: int, beta: float) -> tuple[Ten
 @torch.no_grad()
 def select_holitom(features: Tensor, attention: Tensor, keep: int, layout: VisualLayout,
                    params: HoliTomParams = HoliTomParams()) -> tuple[list[int], Tensor, list[list[int]], dict]:
-    """Kept visual-span indices (ascending), their features, what each absorbed, details.
-    features [F, T, d]: the projected tokens; attention [F, T]: [CLS] -> token attention."""
-    f_n, t, first = layout.n_frames, layout.tokens_per_frame, int(layout.has_cls)
-    x, attn, cls, patch_budgets = patch_inputs(layout, keep, features, attention)
-    N = x.shape[1]
-    normed = torch.nn.functional.normalize(x, dim=-1)
+    """Kept visual-span indices (ascending), their features, what each absorbed, details; of `features` [F, T, d]
+    (the projected tokens) with their [CLS] attention `attention` [F, T]."""
+    p = patch_inputs(layout, keep, features, attention)
+    normed = torch.nn.functional.normalize(p.x, dim=-1)
+    x, attn, N = p.x, p.attn, p.x.shape[1]
     sims = (normed[:-1] * normed[1:]).sum(dim=-1)
     windows, saved = static_windows(sims, params.tau, params.max_window)
-    total = f_n * N
-    ratio = sum(patch_budgets) / total if total else 0.0
+    total = layout.n_frames * N
+    ratio = sum(p.budgets) / total if total else 0.0
     ratio = min(ratio / ((total - saved) / total), 1.0) if saved < total else 1.0
-    out = {i: (features[i // t, 0].float(), []) for i in cls}
+    out = p.kept_cls(features)
     n_static = 0
     for s, e in windows:
         static = sims[s:e].gt(params.tau).all(dim=0) if e > s else torch.zeros(N, dtype=torch.bool)
@@ -105,8 +104,8 @@ def select_holitom(features: Tensor, attention: Tensor, keep: int, layout: Visua
             mean = x[s:e + 1, pos].mean(dim=0)
             centres, groups, rows = merge_clusters(mean, n_clusters, min(params.k, n_clusters), params.beta)
             for c, g, row in zip(centres.tolist(), groups, rows, strict=True):
-                index = s * t + first + int(pos[c])
-                window = [f * t + first + int(pos[m]) for f in range(s, e + 1) for m in [c, *g]]
+                index = p.index(s, int(pos[c]))
+                window = [p.index(f, int(pos[m])) for f in range(s, e + 1) for m in [c, *g]]
                 out[index] = (row, sorted(set(window) - {index}))
         dynamic = torch.nonzero(~static).flatten()
         budget = math.ceil(dynamic.numel() * ratio)
@@ -114,14 +113,14 @@ def select_holitom(features: Tensor, attention: Tensor, keep: int, layout: Visua
         for f in range(s, e + 1):
             order = torch.sort(attn[f, dynamic], descending=True, stable=True).indices
             for i in dynamic[order[:n_dominant]].tolist():
-                out[f * t + first + i] = (x[f, i], [])
+                out[p.index(f, i)] = (x[f, i], [])
             rest = dynamic[order[n_dominant:].sort().values]
             if budget - n_dominant > 0 and rest.numel():
                 n_ctx = budget - n_dominant
                 centres, groups, rows = merge_clusters(x[f, rest], n_ctx, min(params.k, n_ctx), params.beta)
                 for c, g, row in zip(centres.tolist(), groups, rows, strict=True):
-                    out[f * t + first + int(rest[c])] = (row, sorted(f * t + first + int(rest[m]) for m in g))
+                    out[p.index(f, int(rest[c]))] = (row, sorted(p.index(f, int(rest[m])) for m in g))
     kept, visual, absorbed = merged_selection(out, features)
     details = {"windows": windows, "saved": saved, "retain_ratio": round(ratio, 4), "static_positions": n_static,
-               "cls": cls}
+               "cls": p.cls}
     return kept, visual, absorbed, details

@@ -8,13 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ....errors import InputError
-from ...method import Acts, Method, Option
-
-
-def _plan(params: Mapping[str, Any], rs: list[float], tokens_per_frame: int):
-    from .algorithm import PyramidDropPlan
-
-    return PyramidDropPlan(params["pd_layer"], params["pd_stages"], rs)
+from ...method import Option, in_llm
 
 
 def _check(params: Mapping[str, Any], n_layers: int | None) -> None:
@@ -23,18 +17,12 @@ def _check(params: Mapping[str, Any], n_layers: int | None) -> None:
         raise InputError(f"PyramidDrop's last stage would start at layer {last} of 32: lower --pd-layer or --pd-stages")
 
 
-METHOD = Method(
-    name="pyramiddrop",
-    help="drop visual tokens at several layers, the same share each time (a pyramid), inside the LLM",
-    acts=Acts.IN_LLM,
-    options=(
-        Option("pd_layer", int, 8, "PyramidDrop: layers per stage on a 32-layer model, scaled to the model's depth "
-               "(default: 8, drops before layers 8, 16, 24 as published)", low=1, high=31, label="the stage length"),
-        Option("pd_stages", int, 4, "PyramidDrop: stages (default: 4; each drop keeps λ = (1-R)^(1/(stages-1)) of "
-               "the tokens present, so the last stage keeps 1-R: R=0.875 is the published λ=0.5)", low=2, high=8,
-               label="the stage count"),
-    ),
-    plan=_plan,
-    check=_check,
-    layer_option="pd_layer",
-)
+METHOD = in_llm("pyramiddrop", "drop visual tokens at several layers, the same share each time (a pyramid), inside "
+                "the LLM", (__name__, "PyramidDropPlan"),
+                Option("pd_layer", int, 8, "PyramidDrop: layers per stage on a 32-layer model, scaled to the model's "
+                       "depth (default: 8, drops before layers 8, 16, 24 as published)", low=1, high=31,
+                       label="the stage length"),
+                Option("pd_stages", int, 4, "PyramidDrop: stages (default: 4; each drop keeps λ = (1-R)^(1/(stages-1)) "
+                       "of the tokens present, so the last stage keeps 1-R: R=0.875 is the published λ=0.5)", low=2,
+                       high=8, label="the stage count"),
+                check=_check)

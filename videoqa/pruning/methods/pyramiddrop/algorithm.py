@@ -15,6 +15,9 @@ Ties in the ranking break by index (stable sort), so identical inputs keep ident
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 
 from ...hook import LayerKeep, LayerView, scaled_layers
@@ -29,6 +32,10 @@ class PyramidDropPlan:
         self.stage_layer, self.stages, self.r = stage_layer, stages, r
         self.layers = (1,)  # layers below the first drop could be cached, but layer 1 is the earliest it may be
         self._first: list[int] | None = None
+
+    @classmethod
+    def from_options(cls, params: Mapping[str, Any], rs: list[float], tokens_per_frame: int | None) -> PyramidDropPlan:
+        return cls(params["pd_layer"], params["pd_stages"], rs)
 
     def layers_for(self, n_layers: int) -> tuple[int, ...]:
         return scaled_layers(tuple(s * self.stage_layer for s in range(1, self.stages)), n_layers, low=1)

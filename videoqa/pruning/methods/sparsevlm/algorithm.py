@@ -21,6 +21,9 @@ position per token cannot follow).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -39,6 +42,10 @@ class SparseVLMPlan:
         self.layers = (0,)  # the raters are read from the embeddings
         self._raters: list[Tensor] = []  # per sample: rater distances from the sequence end (pruning keeps them)
         self._first: list[int] | None = None
+
+    @classmethod
+    def from_options(cls, params: Mapping[str, Any], rs: list[float], tokens_per_frame: int | None) -> SparseVLMPlan:
+        return cls(params["sv_layer"], rs, params["recycle"])
 
     def rating_layers(self, n_layers: int) -> tuple[int, ...]:
         published = (self.first_layer, *(p for p in PUBLISHED[1:] if p > self.first_layer))
