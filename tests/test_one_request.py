@@ -50,3 +50,25 @@ def test_ask_reads_the_card_once_and_builds_the_policy_once(model_dir, tmp_path,
     assert answer["decision"] is not None  # the adaptive policy planned it
     assert counts.get("read_card") == 1
     assert counts.get("model_policy", 0) + counts.get("policy_of_card", 0) == 1
+
+
+def test_ask_checks_each_pruning_option_once(model_dir, tmp_path, monkeypatch, capsys):
+    """The command line checks the options before the model loads (a bad one fails without loading weights);
+    the pipeline then binds them to the model's depth without checking them again."""
+    from videoqa.pruning.method import Method, Option
+
+    clip = write_clip(tmp_path / "clip.mp4", n_frames=20, size=(112, 112))
+    checks: dict[str, int] = {}
+    original = Option.check
+
+    def counted(self, value):
+        checks[self.name] = checks.get(self.name, 0) + 1
+        return original(self, value)
+
+    monkeypatch.setattr(Option, "check", counted)
+    counting(monkeypatch, Method, "resolve_depth", checks)  # binding to the model's depth, once it is known
+    assert main(["ask", str(clip), "What colour is it?", "--model", str(model_dir), "--prune", "fastv", "--k", "1",
+                 "--r", "0.5", "--max-new-tokens", "2", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert answer["prune"]["k"] == 1
+    assert checks == {"k": 1, "resolve_depth": 1}  # the option given (defaults are not checked), then the depth

@@ -116,11 +116,12 @@ class VideoQA:
                    model_policy=model_policy)
 
     @classmethod
-    def from_spec(cls, spec: dict, **known) -> VideoQA:
+    def from_spec(cls, spec: dict, prune: PruneConfig | None = None, **known) -> VideoQA:
         """Load from plain data: `from_pretrained`'s arguments with `prune` as a dict (`PruneConfig.to_dict`: the
-        form the command line builds, Ray actors receive and eval runs record); `known`: its card and policy."""
+        form the command line builds, Ray actors receive and eval runs record); `known`: its card and policy.
+        `prune`: the checked configuration the dict was written from, when the caller has it (not checked again)."""
         kw = dict(spec)
-        kw["prune"] = PruneConfig(**kw["prune"])
+        kw["prune"] = prune if prune is not None and prune.to_dict() == kw["prune"] else PruneConfig(**kw["prune"])
         return cls.from_pretrained(kw.pop("model"), **kw, **known)
 
     # -- the stages before the LLM ------------------------------------------------------------------

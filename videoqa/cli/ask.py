@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..jsonio import dumps
-from .options import add_model_options, add_prune_options, load_qa, model_choice, model_spec_from_args
+from .options import add_model_options, add_prune_options, load_qa, model_choice, model_spec_from_args, prune_from_args
 
 
 def register(sub) -> None:
@@ -25,9 +25,10 @@ def run(args: argparse.Namespace) -> int:
     from ..video import check_file
 
     choice = model_choice(args)  # the model's card, read once, and its policy, built once
-    spec = model_spec_from_args(args, choice)  # option errors first: they are the user's typing, found without I/O
+    prune = prune_from_args(args, choice.policy.k)  # option errors first: the user's typing, found without I/O
+    spec = model_spec_from_args(args, choice, prune)
     check_file(args.video)  # a missing clip is reported at once, not after the model has loaded
-    qa = load_qa(args, spec, choice)
+    qa = load_qa(args, spec, choice, prune)
     if sys.stderr.isatty():
         qa.scan_progress = _scan_progress
     if args.json:

@@ -225,19 +225,21 @@ def model_choice(args: argparse.Namespace) -> ModelChoice:
     return ModelChoice(card, model_policy(card), conversation_of(card, family_at(path)))
 
 
-def model_spec_from_args(args: argparse.Namespace, choice: ModelChoice | None = None) -> dict:
+def model_spec_from_args(args: argparse.Namespace, choice: ModelChoice | None = None,
+                         prune: PruneConfig | None = None) -> dict:
     """What `VideoQA.from_spec` needs, as plain data (it is shipped to Ray actors and recorded). What is not
     given comes from the model's videoqa.json (its conversation, K), so records name the settings that ran.
-    `choice`: the model's card and policy, when the caller already has them."""
+    `choice`: the model's card and policy, `prune`: the options' `prune_from_args`, when the caller has them."""
     choice = choice or model_choice(args)
     policy = choice.policy
+    prune = prune or prune_from_args(args, policy.k)
     cache_bytes = getattr(args, "prefix_cache_bytes", None)
     return {
         "model": args.model,
         "device": args.device,
         "dtype": args.dtype,
         "attn_implementation": args.attn,
-        "prune": prune_from_args(args, policy.k).to_dict(),
+        "prune": prune.to_dict(),
         "frames": args.frames,
         "sampler": args.sampler or policy.sampler,
         "max_new_tokens": args.max_new_tokens,
@@ -248,15 +250,18 @@ def model_spec_from_args(args: argparse.Namespace, choice: ModelChoice | None = 
     }
 
 
-def load_qa(args: argparse.Namespace, spec: dict | None = None, choice: ModelChoice | None = None) -> VideoQA:
-    """The model the options describe (loaded once; their pruning is its default). `spec`, `choice`: the options'
-    `model_spec_from_args` and `model_choice`, when the caller already has them (the card is read once, the
-    policy built once)."""
+def load_qa(args: argparse.Namespace, spec: dict | None = None, choice: ModelChoice | None = None,
+            prune: PruneConfig | None = None) -> VideoQA:
+    """The model the options describe (loaded once; their pruning is its default). `spec`, `choice`, `prune`: the
+    options' `model_spec_from_args`, `model_choice` and `prune_from_args`, when the caller already has them (the
+    card is read once, the policy built once, the pruning options checked once)."""
     from ..pipeline import VideoQA
 
     choice = choice or model_choice(args)
-    return VideoQA.from_spec(spec or model_spec_from_args(args, choice), card=choice.card,
-                             model_policy=choice.policy)
+    if spec is None:
+        prune = prune or prune_from_args(args, choice.policy.k)
+        spec = model_spec_from_args(args, choice, prune)
+    return VideoQA.from_spec(spec, prune=prune, card=choice.card, model_policy=choice.policy)
 
 
 def backend_from_args(args: argparse.Namespace, spec: dict | None = None) -> Produce:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import InputError
@@ -45,11 +45,15 @@ class PruneConfig:
     as keywords: `PruneConfig(method="fastv", k=3, r=0.5)` (K may also come second, positionally, as before).
     An option of another method is dropped by `validate` when it holds its default, refused otherwise.
     Reading an option the method does not have gives None.
+
+    `checked`: made by `validate`, so that a later `validate` (the pipeline's, once the model's depth is known)
+    does not check the options again and only binds them to the depth; any changed copy is unchecked.
     """
 
     method: str
     r: Ratio
     params: tuple[tuple[str, Any], ...]
+    checked: bool = field(default=False, init=False, compare=False, repr=False)
 
     def __init__(self, method: str = "fastv", k: int | None = None, r: Ratio | str = AUTO,
                  params: tuple[tuple[str, Any], ...] = (), **options: Any):
@@ -64,9 +68,10 @@ class PruneConfig:
         object.__setattr__(self, "method", method)
         object.__setattr__(self, "r", r)
         object.__setattr__(self, "params", tuple(sorted(given.items())))
+        object.__setattr__(self, "checked", False)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or name in ("method", "r", "params"):
+        if name.startswith("_") or name in ("method", "r", "params", "checked"):
             raise AttributeError(name)
         given = dict(self.params)
         if name in given:
@@ -79,7 +84,7 @@ class PruneConfig:
         raise AttributeError(f"PruneConfig has no option {name!r}")
 
     def __reduce__(self):  # __getattr__ above would confuse the default pickling; Ray ships these
-        return _rebuild, (self.method, self.r, self.params)
+        return _rebuild, (self.method, self.r, self.params, self.checked)
 
     @property
     def method_spec(self) -> Method:
@@ -99,7 +104,12 @@ class PruneConfig:
         """A checked copy: a numeric R (or AUTO), every option of the method (defaults filled in), none of
         another method's; raises InputError naming the first bad field. `n_layers` (the language model's
         depth) also bounds options such as FastV's K. `keep_others`: another method's options are checked and
-        kept instead of refused (the web page's first settings: used once that method is picked)."""
+        kept instead of refused (the web page's first settings: used once that method is picked).
+
+        A configuration already checked (the command line checks before the model loads) is not checked again:
+        with `n_layers` only its depth-relative layers are resolved and the method's depth check runs."""
+        if self.checked:
+            return self if n_layers is None else self._at_depth(n_layers)
         method = REGISTRY.get(self.method)
         r = parse_r(self.r)
         params = method.defaults()
@@ -120,7 +130,18 @@ class PruneConfig:
             method.resolve_depth(params, n_layers)
         if method.check is not None:
             method.check(params, n_layers)
-        return PruneConfig(self.method, r=r, params=tuple(params.items()))
+        return PruneConfig(self.method, r=r, params=tuple(params.items()))._marked(True)
+
+    def _at_depth(self, n_layers: int) -> PruneConfig:
+        method, params = REGISTRY.get(self.method), dict(self.params)
+        method.resolve_depth(params, n_layers)
+        if method.check is not None:
+            method.check(params, n_layers)
+        return PruneConfig(self.method, r=self.r, params=tuple(params.items()))._marked(True)
+
+    def _marked(self, checked: bool) -> PruneConfig:
+        object.__setattr__(self, "checked", checked)
+        return self
 
     def for_method(self, method: str) -> PruneConfig:
         """This configuration with another method (e.g. picked in the web chat): R and the options both share
@@ -152,5 +173,5 @@ class PruneConfig:
         return {"method": self.method, "r": self.r, **dict(self.params)}
 
 
-def _rebuild(method: str, r: Ratio, params: tuple) -> PruneConfig:
-    return PruneConfig(method, r=r, params=params)
+def _rebuild(method: str, r: Ratio, params: tuple, checked: bool = False) -> PruneConfig:
+    return PruneConfig(method, r=r, params=params)._marked(checked)
