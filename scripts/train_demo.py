@@ -35,6 +35,7 @@ from videoqa.models.tiny import (
     build_tokenizer,
 )
 from videoqa.safe_load import LOAD_KWARGS
+from videoqa.synth import phrasings
 from videoqa.synth import short as synth
 
 HERE = Path(__file__).resolve().parents[1] / "samples"  # where the shipped models live
@@ -72,7 +73,11 @@ class TrainArgs:
     tower_weight: float = 0.0  # weight of the tower's per-patch and [CLS] targets (scripts/long_tower.py); 0 = off
     chat_clips: int = 0  # held-out clips of 30-turn chats (FastV R=auto), added to checkpoint selection; 0 = off
     mc_share: float = 0.0  # share of sequences that are one multiple-choice question answered by its letter
+    # The loss weight of that letter: one token against a conversation's dozens of answer tokens (at weight 1 a
+    # 320-step run with mc_share 0.3 never learnt to answer a letter).
+    mc_weight: float = 1.0
     extra_types: bool = False  # also ask synth.EXTRA_TYPES (yes/no, how many, "unknown"); evaluated with them too
+    vary: bool = False  # vary each trained question at random (synth.phrasings.vary), the held-out forms never made
 
 
 def make_spec(a: TrainArgs) -> TinySpec:
@@ -153,7 +158,7 @@ def warmup_cosine(lr: float, warmup: int, steps: int, floor: float):
 
 
 def build_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: int, dir_weight: float,
-                   turns: int = 3, context: int = 1024, extra: bool = False):
+                   turns: int = 3, context: int = 1024, extra: bool = False, vary: bool = False):
     """Token ids and per-token loss weights for one packed conversation about `scene`: its three questions in
     random order, or (turns > 3) 1..turns questions drawn again and again, each phrased afresh, so that a long
     chat, whose history repeats questions, is something the model has seen. With `extra`, questions are drawn
@@ -164,6 +169,8 @@ def build_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: i
     else:
         qas = [synth.questions(scene, rng, types, synth.TEMPLATES)[int(rng.integers(len(types)))]
                for _ in range(int(rng.integers(1, turns + 1)))]
+    if vary:
+        qas = [(phrasings.vary(q, rng), a, qtype) for q, a, qtype in qas]
     return pack_turns(tok, [(q, a, dir_weight if qtype == "direction" else 1.0) for q, a, qtype in qas],
                       n_video, context)
 
@@ -181,10 +188,10 @@ def mc_question(scene: synth.Scene, rng: np.random.Generator,
     return videomme_prompt(question, listing), letter, kind
 
 
-def build_mc_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: int):
-    """One multiple-choice question about the clip (mc_question), answered by its letter."""
+def build_mc_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: int, weight: float = 1.0):
+    """One multiple-choice question about the clip (mc_question), answered by its letter (loss weight `weight`)."""
     prompt_text, letter, _ = mc_question(scene, rng)
-    return pack_turns(tok, [(prompt_text, letter, 1.0)], n_video)
+    return pack_turns(tok, [(prompt_text, letter, weight)], n_video)
 
 
 def collate(seqs: list[tuple[list[int], list[float]]]):
@@ -422,9 +429,9 @@ def main(argv: list[str] | None = None) -> int:
             g["lr"] = lr_at(step - 1)
         idx = rng.integers(len(train), size=a.batch)
         ids, mask, w = collate([
-            build_mc_sequence(tok, train[i], rng, n_video) if rng.random() < a.mc_share else
+            build_mc_sequence(tok, train[i], rng, n_video, a.mc_weight) if rng.random() < a.mc_share else
             build_sequence(tok, train[i], rng, n_video, a.dir_weight, a.turns,
-                           config.text_config.max_position_embeddings, a.extra_types) for i in idx])
+                           config.text_config.max_position_embeddings, a.extra_types, a.vary) for i in idx])
         logits = model(input_ids=ids, attention_mask=mask, pixel_values_videos=pixels[idx].float()).logits
         vocab = logits.shape[-1]
         ce = F.cross_entropy(logits[:, :-1].reshape(-1, vocab), ids[:, 1:].reshape(-1), reduction="none")

@@ -50,6 +50,7 @@ from scripts.long_val import evaluate, forward, score
 from videoqa.models.tiny import VIDEO_ID  # noqa: E402
 from videoqa.safe_load import LOAD_KWARGS  # noqa: E402
 from videoqa.synth import long as synth_long  # noqa: E402
+from videoqa.synth import phrasings  # noqa: E402
 from videoqa.synth import short as synth  # noqa: E402
 
 HERE = Path(__file__).resolve().parents[1] / "samples"
@@ -108,6 +109,7 @@ class LongArgs:
     finetune: str = ""  # a model of this recipe to fine-tune whole: its tower (frozen) makes the features, no tower
     # is trained and no layers are added (--add-layers only says which layers get --old-lr-scale)
     extra_types: int = 0  # 1: also ask the EXTRA_TYPES of synth.short / synth.long (yes/no, how many, "unknown")
+    vary: int = 0  # 1: vary each trained question at random (synth.phrasings.vary), the held-out forms never made
     mc_frac: float = 0.0  # share of steps that are short clips' multiple-choice questions, answered by the letter
 
 
@@ -170,7 +172,8 @@ def questions(scene, rng, idx: list[int] | None, erased: bool, direction: bool =
 
 def sequence(tok, qas, n_video: int, a: LongArgs, rng) -> tuple[list[int], list[float]]:
     """A packed conversation: the questions as turns in random order while they fit; loss on the answers."""
-    turns = [(q, ans, a.dir_weight if t == "direction" else a.event_weight if event else 1.0)
+    turns = [(phrasings.vary(q, rng) if a.vary else q, ans,
+              a.dir_weight if t == "direction" else a.event_weight if event else 1.0)
              for q, ans, t, event in (qas[k] for k in rng.permutation(len(qas)))]
     return td.pack_turns(tok, turns, n_video, a.context)
 

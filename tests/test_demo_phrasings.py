@@ -44,6 +44,35 @@ def test_held_out_phrasings_are_never_trained():
         assert not {t.lower().strip("?. ") for t in _all(held)} & norm  # not even by case or punctuation
 
 
+def test_varied_questions_keep_their_words_and_never_make_a_held_out_form():
+    """`phrasings.vary` (the fine-tunes' --vary) makes many forms of each trained one, none of them held out, and
+    keeps the words a question's answer depends on (the named shape, colour, blank)."""
+    from videoqa.synth import phrasings
+
+    def plain(text: str) -> str:
+        return " ".join(text.lower().replace("?", " ").replace(".", " ").replace(":", " ").split())
+
+    held = [t.format(colour=c, shape=s, a=s, b=b) for table in (synth.HELD_OUT_TEMPLATES, synth_long.HELD_OUT_TEMPLATES)
+            for forms in table.values() for t in forms for c in synth.COLOURS for s in synth.SHAPES
+            for b in synth.SHAPES]
+    held = {plain(h) for h in held}
+    rng = np.random.default_rng(0)
+    variants: dict[str, set[str]] = {}
+    for templates in (synth.TEMPLATES, synth_long.TEMPLATES):
+        for forms in templates.values():
+            for t in forms:
+                q = t.format(colour="red", shape="circle", a="square", b="triangle")
+                for _ in range(60):
+                    v = phrasings.vary(q, rng)
+                    assert plain(v) not in held, (q, v)
+                    for word in ("red", "circle", "square", "triangle"):
+                        assert (word in q) == (word in v), (q, v)
+                    variants.setdefault(q, set()).add(v)
+    assert sum(len(v) for v in variants.values()) >= 8 * len(variants)  # many forms of each
+    # a trained form that would become a held-out one stays as it is: "Which colour is the circle in this video?"
+    assert "Which colour is the {shape} in this video?" in synth.HELD_OUT_TEMPLATES["colour"]
+
+
 def test_answers_follow_the_clip():
     """Recomputed from the scene: yes exactly when the named shape is the clip's, "one" object, "unknown"."""
     seen = {"yes": 0, "no": 0}

@@ -15,6 +15,11 @@ no answer in it. What the models say to those (docs/demo-models.md, "What it ans
 
 from __future__ import annotations
 
+import re
+from functools import cache
+
+import numpy as np
+
 UNKNOWN = "unknown"  # the answer to questions the synthetic world cannot answer
 YES_NO = ["yes", "no"]
 HOW_MANY = "one"  # the short clips hold exactly one object
@@ -270,3 +275,45 @@ LONG_HELD_OUT: dict[str, list[str]] = {
     ],
     "unknown": _UNKNOWN_HELD_OUT,
 }
+
+
+# The fine-tunes vary each trained form at random (`vary`) so that a tiny model learns the words that carry a
+# question's type instead of memorising a dozen whole strings: word swaps, an opener, an ending. A variant that
+# is a held-out form is never produced, so the held-out forms stay unseen.
+_SWAPS = (("colour", "color"), ("object", "thing"), ("video", "clip"), ("moves", "goes"), ("move", "go"))
+_OPENERS = ("", "", "", "Please tell me: ", "Look at the video. ", "Question: ", "Answer this: ", "About the video: ")
+_ENDINGS = ("?", "?", " in the video?", " in this video?", " here?", " now?")
+
+
+@cache
+def _held_out_patterns() -> tuple[re.Pattern, ...]:
+    forms = [t for table in (SHORT_HELD_OUT, LONG_HELD_OUT) for ts in table.values() for t in ts]
+    slots = (_plain(re.sub(r"\{\w+\}", "slot", t)) for t in forms)  # a blank matches any one word
+    return tuple(re.compile(re.escape(f).replace("slot", r"[a-z]+")) for f in slots)
+
+
+def _plain(text: str) -> str:
+    return " ".join(re.findall(r"[a-z]+", text.lower()))
+
+
+def vary(question: str, rng: np.random.Generator) -> str:
+    """A random variant of a trained question (its answer unchanged): some words swapped for others of the same
+    meaning here, maybe an opener, maybe another ending; the question itself when the variant would be a held-out
+    form."""
+    words = question.split(" ")
+    for i, word in enumerate(words):
+        core = word.rstrip("?.,:")
+        group = next((g for g in _SWAPS if core.lower() in g), None)
+        if group is not None and rng.random() < 0.5:
+            new = group[int(rng.integers(len(group)))]
+            words[i] = (new.capitalize() if core[:1].isupper() else new) + word[len(core):]
+    text = " ".join(words)
+    if text.endswith("?") and not re.search(r"\b(video|clip)\b", text) and rng.random() < 0.5:
+        text = text[:-1] + _ENDINGS[int(rng.integers(len(_ENDINGS)))]
+    opener = _OPENERS[int(rng.integers(len(_OPENERS)))]
+    if opener:
+        text = opener + (text if opener.endswith(". ") else text[:1].lower() + text[1:])
+    plain = _plain(text)
+    if any(p.fullmatch(plain) for p in _held_out_patterns()):
+        return question
+    return text
