@@ -149,3 +149,15 @@ def test_a_method_declares_how_it_selects():
         Method(name="bad", help="", acts=Acts.BEFORE_LLM, positions=Positions.RENUMBERED)
     with pytest.raises(ValueError, match="has a `plan`"):
         Method(name="bad", help="", acts=Acts.IN_LLM)
+
+
+def test_every_method_declaration_pickles():
+    """The memory bench measures each method in a fresh process and Ray ships work to actors: a declaration (its
+    plan and check included) must pickle, and its copy must make the same plan."""
+    import pickle
+
+    from videoqa.pruning.registry import REGISTRY
+
+    for method in REGISTRY:
+        copy = pickle.loads(pickle.dumps(method))
+        assert copy.name == method.name and copy.plan == method.plan and copy.check == method.check

@@ -278,34 +278,44 @@ def kept_features(enc: EncodedVideo, kept: list[int]) -> Tensor:
     return flat[torch.as_tensor(kept, device=flat.device)]
 
 
-def layer_check(option: str, label: str, low: int = 1) -> CheckFn:
+@dataclass(frozen=True)
+class LayerCheck:
     """The check of a layer option (0 before `resolve_depth`): inside the model's depth, from `low`. `label` names
-    the layer in the message, "{}" where its value goes ("K={}"; else the value follows it)."""
+    the layer in the message, "{}" where its value goes ("K={}"; else the value follows it). A dataclass, so that
+    a method pickles."""
 
-    def check(params: Mapping[str, Any], n_layers: int | None) -> None:
-        layer = params[option]
+    option: str
+    label: str
+    low: int = 1
+
+    def __call__(self, params: Mapping[str, Any], n_layers: int | None) -> None:
+        layer = params[self.option]
         if n_layers is not None and layer >= n_layers:
-            named = label.format(layer) if "{}" in label else f"{label} {layer}"
+            named = self.label.format(layer) if "{}" in self.label else f"{self.label} {layer}"
             raise InputError(f"{named} is out of range: the language model has {n_layers} layers, "
-                             f"so it must be in [{low}, {n_layers - 1}]")
-    return check
+                             f"so it must be in [{self.low}, {n_layers - 1}]")
 
 
-def plan_class(package: str, name: str) -> PlanFn:
-    """The `plan` of a method whose plan class `name`, in the algorithm.py beside its declaration, builds itself
-    from the options (`from_options(params, rs, tokens_per_frame)`). Imported when first used, so that the
-    declaration stays importable without torch."""
+@dataclass(frozen=True)
+class PlanClass:
+    """The `plan` of a method whose plan class `name`, in the algorithm.py of `package` (beside its declaration),
+    builds itself from the options (`from_options(params, rs, tokens_per_frame)`). Imported when first used, so
+    that the declaration stays importable without torch; a dataclass, not a closure, so that a method pickles (the
+    memory bench measures each in a fresh process)."""
 
-    def plan(params: Mapping[str, Any], rs: list[float], tokens_per_frame: int | None) -> LLMPlan:
-        return getattr(import_module(f"{package}.algorithm"), name).from_options(params, rs, tokens_per_frame)
-    return plan
+    package: str
+    name: str
+
+    def __call__(self, params: Mapping[str, Any], rs: list[float], tokens_per_frame: int | None) -> LLMPlan:
+        return getattr(import_module(f"{self.package}.algorithm"), self.name).from_options(params, rs,
+                                                                                          tokens_per_frame)
 
 
 def in_llm(name: str, help: str, plan: tuple[str, str], layer: Option, *options: Option,
            check: CheckFn | None = None) -> Method:
     """A method that prunes inside the LLM: `plan` = (its package, its plan class in the algorithm.py there; see
-    `plan_class`), `layer` the option naming its (first) layer, listed first."""
-    return Method(name=name, help=help, acts=Acts.IN_LLM, options=(layer, *options), plan=plan_class(*plan),
+    `PlanClass`), `layer` the option naming its (first) layer, listed first."""
+    return Method(name=name, help=help, acts=Acts.IN_LLM, options=(layer, *options), plan=PlanClass(*plan),
                   check=check, layer_option=layer.name)
 
 
@@ -317,4 +327,4 @@ def before_and_inside(name: str, help: str, positions: Positions, select: Select
     option, published, depth, label = layer
     return Method(name=name, help=help, acts=Acts.BEFORE_LLM, options=options, positions=positions,
                   positions_choosable=True, select=select, after=after, inside_option=inside_option,
-                  check=layer_check(option, label), depth_defaults=((option, published, depth),))
+                  check=LayerCheck(option, label), depth_defaults=((option, published, depth),))

@@ -3,7 +3,7 @@ keep the best inside the LLM; layers < K see every token. The ranking itself: al
 
 from __future__ import annotations
 
-from ...method import Option, in_llm, layer_check
+from ...method import LayerCheck, Option, in_llm
 
 METHOD = in_llm(
     "fastv", "rank by attention at layer K-1, prune inside the LLM", (__name__, "FastVPlan"),
@@ -13,4 +13,4 @@ METHOD = in_llm(
            "tokens", choices=("last", "text")),
     Option("frame_floor", float, 0.0, "FastV: spread this share of the kept tokens evenly over the frames, the rest "
            "by score (default: 0, FastV's global top-k)", low=0.0, high=1.0, label="the frame floor", metavar="SHARE"),
-    check=layer_check("k", "K={}"))
+    check=LayerCheck("k", "K={}"))

@@ -5,7 +5,7 @@ The algorithm: algorithm.py beside this file."""
 
 from __future__ import annotations
 
-from ...method import Option, in_llm, layer_check, share_option
+from ...method import LayerCheck, Option, in_llm, share_option
 
 # Merging may start at the embeddings (layer 0), as published.
 METHOD = in_llm("framefusion", "merge tokens like the same patch of the previous frame, then prune by attention, "
@@ -17,4 +17,4 @@ METHOD = in_llm("framefusion", "merge tokens like the same patch of the previous
                        metavar="COSINE", label="the similarity threshold"),
                 share_option("ff_ratio_floor", 0.1, "FrameFusion: merging stops once fewer than this share of the "
                              "visual tokens are alike; pruning follows"),
-                check=layer_check("ff_layer", "FrameFusion's first merging layer", low=0))
+                check=LayerCheck("ff_layer", "FrameFusion's first merging layer", low=0))
