@@ -18,4 +18,6 @@ python -m scripts.train_demo --init "$runs/first" --out "$runs/conversations" --
 python -m scripts.train_demo --init "$runs/conversations" --out "$runs/phrasings" --cache "$runs/cache_phrasings" \
     --train-clips 2000 --eval-clips 48 --batch 8 --steps 320 --lr 3e-4 --warmup 20 --turns 30 --eval-every 80 \
     --mc-share 0.3 --extra-types --max-minutes 40 --threads 2
+# Measured at its 320 steps (docs/demo-models.md): not yet good enough to ship. The continuations tried since add
+# --mc-weight 8 (a letter's loss weight), --vary (varied phrasings) and --freeze-tower; see that page before a rerun.
 echo "the model: $runs/phrasings (copy it to samples/demo-model)"
