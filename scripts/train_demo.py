@@ -76,6 +76,9 @@ class TrainArgs:
     # The loss weight of that letter: one token against a conversation's dozens of answer tokens (at weight 1 a
     # 320-step run with mc_share 0.3 never learnt to answer a letter).
     mc_weight: float = 1.0
+    # Answer a multiple-choice question with the right option's text ("red"), which the benchmarks' answer parsing
+    # (videoqa.eval.choice.extract_choice) reads as that option's letter, instead of the letter itself.
+    mc_text: bool = False
     extra_types: bool = False  # also ask synth.EXTRA_TYPES (yes/no, how many, "unknown"); evaluated with them too
     vary: bool = False  # vary each trained question at random (synth.phrasings.vary), the held-out forms never made
     # Train the language side only: a fine-tune on phrasings at lr 3e-4 moved the tower too and lost shapes (held-out
@@ -179,22 +182,24 @@ def build_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: i
 
 
 def mc_question(scene: synth.Scene, rng: np.random.Generator,
-                templates: dict[str, list[str]] = synth.TEMPLATES) -> tuple[str, str, str]:
+                templates: dict[str, list[str]] = synth.TEMPLATES) -> tuple[str, str, str, str]:
     """One of the clip's questions as `videoqa eval --dataset videomme` asks it (videoqa.synth.mc's four options,
-    Video-MME's prompt): (prompt, the right option's letter, type)."""
+    Video-MME's prompt): (prompt, the right option's letter, type, the right option's text)."""
     from videoqa.eval.mc_layouts import videomme_prompt
     from videoqa.synth.mc import options_for
 
     question, answer, kind = synth.questions(scene, rng, templates=templates)[int(rng.integers(3))]
     options, letter = options_for(answer, kind, rng)
     listing = "\n".join(f"{L}. {o}" for L, o in zip("ABCD", options, strict=True))
-    return videomme_prompt(question, listing), letter, kind
+    return videomme_prompt(question, listing), letter, kind, answer
 
 
-def build_mc_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: int, weight: float = 1.0):
-    """One multiple-choice question about the clip (mc_question), answered by its letter (loss weight `weight`)."""
-    prompt_text, letter, _ = mc_question(scene, rng)
-    return pack_turns(tok, [(prompt_text, letter, weight)], n_video)
+def build_mc_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: int, weight: float = 1.0,
+                      text: bool = False):
+    """One multiple-choice question about the clip (mc_question), answered by its letter or, with `text`, by the
+    right option's text (loss weight `weight`)."""
+    prompt_text, letter, _, answer = mc_question(scene, rng)
+    return pack_turns(tok, [(prompt_text, answer if text else letter, weight)], n_video)
 
 
 def collate(seqs: list[tuple[list[int], list[float]]]):
@@ -287,7 +292,7 @@ def conversation_accuracy(model, processor, scenes: list[synth.Scene], workdir: 
 
 
 def eval_items(scenes: list[synth.Scene], workdir: Path, seed: int, extra: bool = False,
-               mc: bool = False) -> list[tuple[np.ndarray, str, str, str]]:
+               mc: bool = False, mc_text: bool = False) -> list[tuple[np.ndarray, str, str, str]]:
     """(frames, question, answer, type) of each clip's questions (with `extra`, of synth.ALL_TYPES; with `mc`, one
     multiple-choice question too, type "mc"), in the trained phrasings."""
     items = []
@@ -297,8 +302,8 @@ def eval_items(scenes: list[synth.Scene], workdir: Path, seed: int, extra: bool 
         items += [(frames, q, a, t) for q, a, t in
                   synth.questions(scene, rng, synth.ALL_TYPES if extra else synth.QUESTION_TYPES)]
         if mc:
-            q, letter, _ = mc_question(scene, np.random.default_rng([seed, 96, int(scene.name.split("_")[-1])]))
-            items.append((frames, q, letter.lower(), "mc"))
+            q, letter, _, answer = mc_question(scene, np.random.default_rng([seed, 96, int(scene.name.split("_")[-1])]))
+            items.append((frames, q, answer if mc_text else letter.lower(), "mc"))
     return items
 
 
@@ -366,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = Path(a.cache)
     cache.mkdir(parents=True, exist_ok=True)
     test = synth.test_scenes(a.eval_clips, a.seed)
-    items = eval_items(test, cache, a.seed, a.extra_types, a.mc_share > 0)
+    items = eval_items(test, cache, a.seed, a.extra_types, a.mc_share > 0, a.mc_text)
 
     if a.eval_only:
         model = VideoLlavaForConditionalGeneration.from_pretrained(out, **LOAD_KWARGS).eval()
@@ -435,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
             g["lr"] = lr_at(step - 1)
         idx = rng.integers(len(train), size=a.batch)
         ids, mask, w = collate([
-            build_mc_sequence(tok, train[i], rng, n_video, a.mc_weight) if rng.random() < a.mc_share else
+            build_mc_sequence(tok, train[i], rng, n_video, a.mc_weight, a.mc_text) if rng.random() < a.mc_share else
             build_sequence(tok, train[i], rng, n_video, a.dir_weight, a.turns,
                            config.text_config.max_position_embeddings, a.extra_types, a.vary) for i in idx])
         logits = model(input_ids=ids, attention_mask=mask, pixel_values_videos=pixels[idx].float()).logits

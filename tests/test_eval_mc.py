@@ -428,6 +428,33 @@ def test_the_fine_tune_sequences_ask_as_eval_asks_and_teach_the_letter():
     assert options["ABCD".index(letter)] in (scene.colour, scene.shape, scene.direction) and len(set(options)) == 4
 
 
+@pytest.mark.slow
+def test_the_fine_tune_can_teach_the_option_text_which_extraction_reads_as_its_letter():
+    """train_demo.py --mc-text: the same prompt, answered by the right option's text; `videoqa eval`'s answer
+    extraction reads that reply as the right option's letter (and the other options' texts as theirs)."""
+    import numpy as np
+    from transformers import VideoLlavaProcessor
+
+    from scripts import train_demo
+    from videoqa.eval.choice import extract_choice
+    from videoqa.models.tiny import EOS_ID
+    from videoqa.synth.short import make_split
+
+    repo = Path(__file__).resolve().parents[1]
+    tok = VideoLlavaProcessor.from_pretrained(repo / "samples" / "demo-model").tokenizer
+    scene = make_split("train", 1)[0]
+    for seed in range(6):
+        ids, weights = train_demo.build_mc_sequence(tok, scene, np.random.default_rng(seed), n_video=4, text=True)
+        _, letter, _, answer = train_demo.mc_question(scene, np.random.default_rng(seed))
+        learned = [i for i, w in zip(ids, weights, strict=True) if w]
+        reply = tok.decode(learned[:-1]).strip()
+        text = tok.decode([i for i, w in zip(ids, weights, strict=True) if not w])
+        options = [line[3:] for line in text.split("\n") if line[:3] in ("A. ", "B. ", "C. ", "D. ")]
+        assert learned[-1] == EOS_ID and reply == answer in (scene.colour, scene.shape, scene.direction)
+        assert extract_choice(reply, options) == letter and len(options) == 4
+        assert [extract_choice(o, options) for o in options] == ["A", "B", "C", "D"]
+
+
 def test_demo_set_missing_video_no_option_and_bad_layout(tmp_path, capsys):
     """Issue 35's bad input on the demo's own set: a missing clip's questions are error records (not asked, not
     scored, counted apart), a reply that names no option is scored wrong and counted, and a row without a field the

@@ -247,7 +247,7 @@ class VideoQA:
         clip, t_sample = self.sample(video, n_frames, sampler, cancel)
 
         t0 = self.clock()
-        frames_key = frames_hash(clip.frames)
+        frames_key = clip.frames_key
         enc, cached = self.encode(clip.frames, cancel, frames_key, clip, planned.max_pixels)
         t_encode = 0.0 if cached else self.clock() - t0
         t0 = self.clock()

@@ -6,7 +6,6 @@ What a before-the-LLM pruning method chooses from (`EncodedVideo`); follow-up qu
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -16,6 +15,7 @@ import torch
 from .errors import Cancelled
 from .models import Family, FrameTiming
 from .pruning import Acts, EncodedVideo, PruneConfig, Selection, keep_count
+from .video.clip import frames_hash
 
 __all__ = ["ENCODED_CACHE_BYTES", "EncodedVideo", "LRU", "encode_frames", "feature_cache", "frames_hash",
            "tensor_bytes"]
@@ -23,10 +23,6 @@ __all__ = ["ENCODED_CACHE_BYTES", "EncodedVideo", "LRU", "encode_frames", "featu
 # Vision features (and the selections made from them) kept per pipeline, in bytes: Video-LLaVA-7B's features of one
 # 64-frame clip are 168 MB in fp16, so a bound in entries alone let 8 of them hold 1.4 GB of the device's memory.
 ENCODED_CACHE_BYTES = 1 << 30
-
-
-def frames_hash(frames: np.ndarray) -> str:
-    return hashlib.sha1(np.ascontiguousarray(frames).data, usedforsecurity=False).hexdigest() + str(frames.shape)
 
 
 @torch.inference_mode()
@@ -83,10 +79,20 @@ class LRU(OrderedDict):
         super().__init__()
         self.size = size
         self.max_bytes, self.weigh = max_bytes, weigh  # a bound in bytes too (weigh(value) -> bytes)
+        self._weights: dict[object, int] = {}  # each value weighed once, when set: weighing walks its tensors
+
+    def __setitem__(self, key, value) -> None:
+        super().__setitem__(key, value)
+        if self.weigh:
+            self._weights[key] = self.weigh(value)
 
     def nbytes(self) -> int:
         """Bytes the values hold, as `weigh` counts them (0 without it)."""
-        return sum(self.weigh(v) for v in self.values()) if self.weigh else 0
+        if not self.weigh:
+            return 0
+        for gone in self._weights.keys() - self.keys():
+            del self._weights[gone]
+        return sum(self._weights[k] for k in self)
 
     def get_fresh(self, key):
         """The value under `key` (now the most recent), or None."""

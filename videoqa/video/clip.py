@@ -3,12 +3,19 @@ could not give (see the package docstring)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
 from videoqa.video.probe import VideoInfo
+
+
+def frames_hash(frames: np.ndarray) -> str:
+    """A digest of decoded frames' bytes and shape: what their encoding and selections are cached under."""
+    return hashlib.sha1(np.ascontiguousarray(frames).data, usedforsecurity=False).hexdigest() + str(frames.shape)
 
 
 @dataclass
@@ -21,6 +28,11 @@ class Clip:
     rotation: int = 0  # degrees the frames were turned counter-clockwise for display (FFmpeg's convention)
     warnings: list[str] = field(default_factory=list)  # what the file could not give (see module docstring)
     sampler: str = "uniform"  # how the frames were chosen: "uniform" or "content" (see sample_frames)
+
+    @cached_property
+    def frames_key(self) -> str:
+        """frames_hash of this clip's frames, hashed once: every question about a cached clip looks it up."""
+        return frames_hash(self.frames)
 
     @property
     def distinct_frames(self) -> int:
