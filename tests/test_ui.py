@@ -414,12 +414,12 @@ def test_retry_asks_the_last_question_again(client, tiny_qa, media):
 
 
 def test_the_model_line_counts_every_clip_a_demo_model_trained_on():
-    """The shipped demo was fine-tuned on a prefix of its first run's 6,000 clips; demo-long's last run saw 600 +
+    """The shipped demo was fine-tuned on prefixes of its first run's 6,000 clips; demo-long's last run saw 600 +
     4,800 long clips and 1,000 + 3,000 short ones: the model line must not report the last run's share alone."""
     from conftest import REPO
     from videoqa.ui.model_info import _training_clips
 
     demo = json.loads((REPO / "samples" / "demo-model" / "training.json").read_text())
-    assert demo["args"]["train_clips"] == 3000 and demo["stages"]["stage1"]["args"]["train_clips"] == 6000
+    assert demo["args"]["train_clips"] == 2000 and demo["stages"]["stage1"]["args"]["train_clips"] == 6000
     assert _training_clips("demo") == "6,000"
     assert _training_clips("demo-long") == "5,400 long and 4,000 short"

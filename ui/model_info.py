@@ -60,7 +60,8 @@ _SHORT = (f"the moving shape’s colour ({_or(synth_short.COLOURS)}), its shape 
           f"the direction it moves ({_or(synth_short.DIRECTIONS)})")
 # name -> (what it was trained on, the questions it answers, the frame rates of its clips, its phrasings)
 DEMOS = {
-    "demo": ("{clips} synthetic clips of one coloured shape crossing a textured background", _SHORT,
+    "demo": ("{clips} synthetic clips of one coloured shape crossing a textured background", _SHORT + ", also "
+             "as Video-MME’s multiple-choice questions (it replies with the right option’s text)",
              (synth_short.FPS,), (synth_short.SHIPPED_TEMPLATES,)),
     "demo-long": ("synthetic clips of 4–60 s ({clips}) where a shape crosses the frame while something brief "
                   "happens", _SHORT + "; the brief shape’s colour and shape, how many flashes (one to three), "
