@@ -46,3 +46,28 @@ def test_the_pipeline_keeps_no_more_encoded_clips_than_its_byte_bound(tiny_model
     assert len(qa._encoded) == 2 and qa._encoded.nbytes() <= vision.ENCODED_CACHE_BYTES
     assert qa.encode(clips[3])[1] and not qa.encode(clips[0])[1]  # the newest is cached, the oldest was dropped
     assert qa._selections.max_bytes == vision.ENCODED_CACHE_BYTES and qa._selections.weigh is tensor_bytes
+
+
+def test_a_value_is_weighed_once_and_the_bound_follows_replacements_and_removals():
+    """Weighing walks a value's tensors, so it happens when the value is stored, not on every later store or look-up;
+    the byte bound still sees a value replaced under its key, and entries removed or cleared from outside."""
+    weighed = []
+
+    def weigh(v: torch.Tensor) -> int:
+        weighed.append(v.numel())
+        return tensor_bytes(v)
+
+    cache = LRU(10, max_bytes=1000, weigh=weigh)
+    cache.put("a", torch.zeros(100, dtype=torch.uint8))
+    cache.put("b", torch.zeros(200, dtype=torch.uint8))
+    for _ in range(5):
+        assert cache.get_fresh("a") is not None
+        cache.put("c", torch.zeros(300, dtype=torch.uint8))
+    assert weighed == [100, 200] + [300] * 5 and cache.nbytes() == 600
+    cache.put("a", torch.zeros(700, dtype=torch.uint8))  # 1200 bytes: the least recently used ("b") goes
+    assert list(cache) == ["c", "a"] and cache.nbytes() == 1000
+    del cache["c"]
+    assert cache.nbytes() == 700
+    cache.clear()
+    cache.put("d", torch.zeros(900, dtype=torch.uint8))
+    assert list(cache) == ["d"] and cache.nbytes() == 900
