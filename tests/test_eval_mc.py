@@ -412,7 +412,7 @@ def test_the_fine_tune_sequences_ask_as_eval_asks_and_teach_the_letter():
 
     repo = Path(__file__).resolve().parents[1]
 
-    tok = VideoLlavaProcessor.from_pretrained(repo / "samples" / "demo-model").tokenizer
+    tok = VideoLlavaProcessor.from_pretrained(repo / "samples" / "demo-model", trust_remote_code=False).tokenizer
     scene = make_split("train", 1)[0]
     ids, weights = train_demo.build_mc_sequence(tok, scene, np.random.default_rng(3), n_video=4)
     prompt = [i for i, w in zip(ids, weights, strict=True) if not w]
@@ -441,7 +441,7 @@ def test_the_fine_tune_can_teach_the_option_text_which_extraction_reads_as_its_l
     from videoqa.synth.short import make_split
 
     repo = Path(__file__).resolve().parents[1]
-    tok = VideoLlavaProcessor.from_pretrained(repo / "samples" / "demo-model").tokenizer
+    tok = VideoLlavaProcessor.from_pretrained(repo / "samples" / "demo-model", trust_remote_code=False).tokenizer
     scene = make_split("train", 1)[0]
     for seed in range(6):
         ids, weights = train_demo.build_mc_sequence(tok, scene, np.random.default_rng(seed), n_video=4, text=True)
