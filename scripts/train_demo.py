@@ -15,6 +15,7 @@ import argparse
 import json
 import math
 import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -104,10 +105,8 @@ def normalise(text: str) -> str:
 
 def clip_frames(scene: synth.Scene, workdir: Path) -> np.ndarray:
     """Render -> mp4 -> decode 8 frames: the same bytes the pipeline would see for this clip."""
-    path = synth.write_mp4(synth.render(scene), workdir / f"{scene.name}.mp4")
-    frames = synth.read_frames(path, 8)
-    path.unlink()
-    return frames
+    with tempfile.TemporaryDirectory(dir=workdir) as own:  # own folder: runs sharing a --cache must not race
+        return synth.read_frames(synth.write_mp4(synth.render(scene), Path(own) / f"{scene.name}.mp4"), 8)
 
 
 def pixel_cache(
@@ -278,15 +277,15 @@ def conversation_accuracy(model, processor, scenes: list[synth.Scene], workdir: 
     # a new pipeline per call: its caches of encoded clips must not outlive the weights they were made with
     qa = VideoQA(LoadedModel(model, processor, torch.device("cpu"), torch.float32, "training"), max_new_tokens=4)
     hits = []
-    for scene in scenes:
-        path = synth.write_mp4(synth.render(scene), workdir / f"chat_{scene.name}.mp4")
-        history: list[tuple[str, str]] = []
-        for turn in range(turns):
-            qtype, question = CHAT[turn % len(CHAT)]
-            answer = qa.ask(path, question, history=history, prune=PruneConfig(method="fastv", r="auto"))
-            hits.append(normalise(answer.text) == getattr(scene, qtype))
-            history.append((question, answer.text))
-        path.unlink()
+    with tempfile.TemporaryDirectory(dir=workdir) as own:  # own folder: runs sharing a --cache must not race
+        for scene in scenes:
+            path = synth.write_mp4(synth.render(scene), Path(own) / f"chat_{scene.name}.mp4")
+            history: list[tuple[str, str]] = []
+            for turn in range(turns):
+                qtype, question = CHAT[turn % len(CHAT)]
+                answer = qa.ask(path, question, history=history, prune=PruneConfig(method="fastv", r="auto"))
+                hits.append(normalise(answer.text) == getattr(scene, qtype))
+                history.append((question, answer.text))
     model.train()
     return float(np.mean(hits))
 

@@ -166,3 +166,16 @@ def test_long_fine_tune_asks_the_trained_forms_and_unknown():
 def _matches(question: str, form: str) -> bool:
     shapes = synth.SHAPES
     return any(question == form.format(a=a, b=b) for a in shapes for b in shapes)
+
+
+def test_training_clips_are_rendered_in_a_folder_of_their_own(tmp_path):
+    """train_demo writes each clip it decodes into a private folder under --cache: two runs sharing a cache folder
+    each render a clip of the same name, and one must not read or delete the other's file."""
+    from scripts import train_demo
+
+    scene = synth.make_split("test", 1)[0]
+    other_run = tmp_path / f"{scene.name}.mp4"
+    other_run.write_bytes(b"another run's clip, mid-write")
+    frames = train_demo.clip_frames(scene, tmp_path)
+    assert frames.shape == (8, synth.CLIP_SIZE, synth.CLIP_SIZE, 3)
+    assert other_run.read_bytes() == b"another run's clip, mid-write" and list(tmp_path.iterdir()) == [other_run]
