@@ -109,7 +109,8 @@ class PruneConfig:
         A configuration already checked (the command line checks before the model loads) is not checked again:
         with `n_layers` only its depth-relative layers are resolved and the method's depth check runs."""
         if self.checked:
-            return self if n_layers is None else self._at_depth(n_layers)
+            return self if n_layers is None else self._bound(REGISTRY.get(self.method), dict(self.params), self.r,
+                                                             n_layers)
         method = REGISTRY.get(self.method)
         r = parse_r(self.r)
         params = method.defaults()
@@ -126,18 +127,16 @@ class PruneConfig:
                 raise InputError(f"{label} is an option of {'/'.join(REGISTRY.users(name))}; "
                                  f"{self.method} does not use it")
             params[name] = option.check(value)
+        return self._bound(method, params, r, n_layers)
+
+    def _bound(self, method, params: dict, r, n_layers: int | None) -> PruneConfig:
+        """The checked copy of these `params`: depth-relative layers resolved (with `n_layers`), the method's own
+        check run."""
         if n_layers is not None:
             method.resolve_depth(params, n_layers)
         if method.check is not None:
             method.check(params, n_layers)
         return PruneConfig(self.method, r=r, params=tuple(params.items()))._marked(True)
-
-    def _at_depth(self, n_layers: int) -> PruneConfig:
-        method, params = REGISTRY.get(self.method), dict(self.params)
-        method.resolve_depth(params, n_layers)
-        if method.check is not None:
-            method.check(params, n_layers)
-        return PruneConfig(self.method, r=self.r, params=tuple(params.items()))._marked(True)
 
     def _marked(self, checked: bool) -> PruneConfig:
         object.__setattr__(self, "checked", checked)
