@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -16,6 +17,7 @@ from videoqa.cli import build_parser
 from videoqa.cli.options import model_spec_from_args
 from videoqa.errors import InputError
 from videoqa.llm import BUCKET, DecodeLoop, StaticKVCache, decode_loop_for
+from videoqa.llm.decode import GrowingCache
 from videoqa.model import LoadedModel
 from videoqa.pipeline import VideoQA
 from videoqa.pruning import keep_count
@@ -116,6 +118,41 @@ def test_static_decode_stops_on_any_eos_id(model):
         stop_s = list(DecodeLoop(model, "static").decode_n_tokens(llm.prefill(model, *inputs, plan), 10, eos))
         assert torch.stack(stop_s).tolist() == torch.stack(stop_e).tolist()
         assert len(stop_s) < 10
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("plan,batch", CASES, ids=IDS)
+def test_eager_decoding_writes_each_token_in_place_and_gives_the_concatenating_loops_tokens(model, plan, batch):
+    """The eager loop moves the prefill's cache once into buffers with room for the answer and then writes a token
+    per step in place (no copy of the cache a token); its tokens are those of stepping on the prefill's own
+    DynamicCache, which concatenates."""
+    inputs = prompt(model, 5, N) if batch == 1 else batch_of_two(model)
+    ref_state = llm.prefill(model, *inputs, plan)
+    tokens, ref = ref_state.logits.argmax(-1), []
+    embed = model.get_input_embeddings()
+    for step in range(8):
+        ref.append(tokens.tolist())
+        if step < 7:  # the last token is yielded, not fed
+            tokens = llm.decode_one_token(model, ref_state, embed(tokens[:, None])).argmax(-1)
+    state = llm.prefill(model, *inputs, plan)
+    got, buffers = [], set()
+    for tokens in llm.decode_n_tokens(model, state, 8, None):
+        got.append(tokens.tolist())
+        if len(got) > 1:
+            buffers.add(tuple(layer._keys.data_ptr() for layer in state.cache.layers))
+    assert got == ref
+    assert len(buffers) == 1, "a decoding step reallocated the cache"
+    assert [layer.keys.shape[2] for layer in state.cache.layers] == \
+        [layer.keys.shape[2] for layer in ref_state.cache.layers]
+
+
+def test_a_growing_cache_layer_past_its_room_keeps_every_token():
+    keys, values = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 5, 4)
+    layer = GrowingCache(SimpleNamespace(layers=[SimpleNamespace(keys=keys, values=values)]), room=1).layers[0]
+    new = [torch.randn(2, 3, 1, 4) for _ in range(4)] + [torch.randn(2, 3, 3, 4)]
+    for t in new:
+        k, v = layer.update(t, -t)
+    assert torch.equal(k, torch.cat([keys, *new], 2)) and torch.equal(v, torch.cat([values, *(-t for t in new)], 2))
 
 
 @torch.no_grad()

@@ -1,6 +1,8 @@
 """Greedy decoding: one loop, over the prefill's own cache or over a preallocated one (in the style of gpt-fast).
 
-"eager" steps on the prefill's DynamicCache, which grows by one slot a token, with masks rebuilt in Python. On a
+"eager" steps on the prefill's keys and values, with masks rebuilt in Python; unless the plan edits the cache while
+decoding, they move on the first step into buffers with room for the answer (`GrowingCache`), so a token is written
+in place instead of concatenated onto a copy of the whole cache, which on a CPU cost more than the step. On a
 GPU such a 7B step costs several times its memory-bandwidth limit, because Python launches some 500 kernels one
 by one. "static" first copies the prompt's keys and values into fixed-size buffers — layers < K sized for every
 prompt token, layers >= K for the kept ones only (FastV's saving stays) — with room for the answer. Each step then
@@ -136,14 +138,59 @@ class StaticKVCache:
         return cls(layers, state.boundaries, valid, start, state.next_position.clone(), max_new_tokens)
 
 
+class _GrowingLayer:
+    """One layer's keys and values in buffers with room for the answer, written in place a token at a time (a
+    DynamicCache concatenates, copying the layer's whole cache every token: for a 2,000-token prompt on a CPU that
+    copy, not the step's arithmetic, was most of a step). `keys` / `values` are views of the filled slots."""
+
+    def __init__(self, keys: Tensor, values: Tensor, room: int):
+        self.length = keys.shape[2]
+        self._keys = _padded(keys, self.length + room, static=False)
+        self._values = _padded(values, self.length + room, static=False)
+
+    @property
+    def keys(self) -> Tensor:
+        return self._keys[:, :, :self.length]
+
+    @property
+    def values(self) -> Tensor:
+        return self._values[:, :, :self.length]
+
+    def update(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        end = self.length + key.shape[2]
+        if end > self._keys.shape[2]:  # more tokens than planned for: room for as many again
+            self._keys, self._values = (_padded(t[:, :, :self.length], 2 * end, static=False)
+                                        for t in (self._keys, self._values))
+        self._keys[:, :, self.length:end] = key
+        self._values[:, :, self.length:end] = value
+        self.length = end
+        return self.keys, self.values
+
+
+class GrowingCache:
+    """The eager decoding's cache: the prefill's keys and values moved into `_GrowingLayer`s (the prefill's copy is
+    freed layer by layer), for plans that do not edit the cache while decoding (DECODE_HOOKS)."""
+
+    def __init__(self, cache, room: int):
+        self.layers = []
+        for src in cache.layers:
+            self.layers.append(_GrowingLayer(src.keys, src.values, room))
+            src.keys = src.values = None
+
+    def update(self, key: Tensor, value: Tensor, layer_idx: int, *args, **kwargs) -> tuple[Tensor, Tensor]:
+        return self.layers[layer_idx].update(key, value)
+
+
 def _bucket(n: int) -> int:
     return -(-n // BUCKET) * BUCKET
 
 
-def _padded(t: Tensor, length: int) -> Tensor:
-    out = t.new_zeros(*t.shape[:2], length, t.shape[3])
+def _padded(t: Tensor, length: int, static: bool = True) -> Tensor:
+    """`t` [B, H, n, hd] in the first n slots of a [B, H, length, hd] buffer (the rest zero for a static cache,
+    whose steps attend over the whole buffer; uninitialised for a growing one, which only shows filled slots)."""
+    out = t.new_zeros(*t.shape[:2], length, t.shape[3]) if static else t.new_empty(*t.shape[:2], length, t.shape[3])
     out[:, :, : t.shape[2]] = t
-    if out.is_cuda:  # the buffers are updated in place: CUDA graphs may then keep them as fixed inputs
+    if static and out.is_cuda:  # the buffers are updated in place: CUDA graphs may then keep them as fixed inputs
         torch._dynamo.mark_static_address(out)
     return out
 
@@ -206,7 +253,13 @@ class DecodeLoop:
         if self.mode != "eager" and any(getattr(state.plan, name, None) for name in DECODE_HOOKS):
             raise InputError("this pruning method acts on the KV cache while decoding: use --decode eager")
         if self.mode == "eager":
-            return lambda tokens: decode_one_token(self.lm, state, self.lm.embed_tokens(tokens[:, None])).argmax(-1)
+            grow = not any(getattr(state.plan, name, None) for name in DECODE_HOOKS)
+
+            def eager(tokens: Tensor) -> Tensor:
+                if grow and not isinstance(state.cache, GrowingCache):  # on the first step: a one-token answer
+                    state.cache = GrowingCache(state.cache, max(1, max_new_tokens - 1))  # never copies the cache
+                return decode_one_token(self.lm, state, self.lm.embed_tokens(tokens[:, None])).argmax(-1)
+            return eager
         # The prefill's cache moves into the static one (`state.cache` becomes it): the KV is never held twice.
         cache = StaticKVCache.from_prefill(state, self.lm.n_layers, max(1, max_new_tokens - 1))
         state.cache = cache
