@@ -82,6 +82,7 @@ class TrainArgs:
     mc_text: bool = False
     extra_types: bool = False  # also ask synth.EXTRA_TYPES (yes/no, how many, "unknown"); evaluated with them too
     vary: bool = False  # vary each trained question at random (synth.phrasings.vary), the held-out forms never made
+    noise: bool = False  # with --vary: fillers in, a type-less word out (synth.phrasings.noisy; issue 36's run)
     # Train the language side only: a fine-tune on phrasings at lr 3e-4 moved the tower too and lost shapes (held-out
     # shape accuracy 99.5 % -> 83-91 %).
     freeze_tower: bool = False
@@ -163,7 +164,8 @@ def warmup_cosine(lr: float, warmup: int, steps: int, floor: float):
 
 
 def build_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: int, dir_weight: float,
-                   turns: int = 3, context: int = 1024, extra: bool = False, vary: bool = False):
+                   turns: int = 3, context: int = 1024, extra: bool = False, vary: bool = False,
+                   noise: bool = False):
     """Token ids and per-token loss weights for one packed conversation about `scene`: its three questions in
     random order, or (turns > 3) 1..turns questions drawn again and again, each phrased afresh, so that a long
     chat, whose history repeats questions, is something the model has seen. With `extra`, questions are drawn
@@ -175,7 +177,8 @@ def build_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: i
         qas = [synth.questions(scene, rng, types, synth.TEMPLATES)[int(rng.integers(len(types)))]
                for _ in range(int(rng.integers(1, turns + 1)))]
     if vary:
-        qas = [(phrasings.vary(q, rng), a, qtype) for q, a, qtype in qas]
+        change = phrasings.noisy if noise else phrasings.vary
+        qas = [(change(q, rng), a, qtype) for q, a, qtype in qas]
     return pack_turns(tok, [(q, a, dir_weight if qtype == "direction" else 1.0) for q, a, qtype in qas],
                       n_video, context)
 
@@ -441,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
         ids, mask, w = collate([
             build_mc_sequence(tok, train[i], rng, n_video, a.mc_weight, a.mc_text) if rng.random() < a.mc_share else
             build_sequence(tok, train[i], rng, n_video, a.dir_weight, a.turns,
-                           config.text_config.max_position_embeddings, a.extra_types, a.vary) for i in idx])
+                           config.text_config.max_position_embeddings, a.extra_types, a.vary, a.noise)
+            for i in idx])
         logits = model(input_ids=ids, attention_mask=mask, pixel_values_videos=pixels[idx].float()).logits
         vocab = logits.shape[-1]
         ce = F.cross_entropy(logits[:, :-1].reshape(-1, vocab), ids[:, 1:].reshape(-1), reduction="none")

@@ -34,3 +34,7 @@ echo "the model: $runs/mc5 (copy its model.safetensors and training.json to samp
 #   python -m scripts.train_demo --init "$runs/conversations" --out "$runs/phrasings" --cache "$runs/cache_phrasings" \
 #       --train-clips 2000 --eval-clips 48 --batch 8 --steps 320 --lr 3e-4 --warmup 20 --turns 30 --eval-every 80 \
 #       --mc-share 0.3 --extra-types --max-minutes 40 --threads 2
+# With the noise (docs/demo-models.md, runs E and F; not shipped):
+#   python -m scripts.train_demo --init samples/demo-model --out "$runs/noise" --cache "$runs/cache_noise" \
+#       --train-clips 1000 --eval-clips 48 --batch 8 --mc-text --freeze-tower --threads 1 --steps 600 --lr 2e-4 \
+#       --warmup 20 --turns 3 --eval-every 150 --mc-share 0.15 --mc-weight 4 --extra-types --vary --noise

@@ -317,3 +317,31 @@ def vary(question: str, rng: np.random.Generator) -> str:
     if any(p.fullmatch(plain) for p in _held_out_patterns()):
         return question
     return text
+
+
+# `noisy` goes further than `vary` (the fine-tunes' --noise): filler words, some of them made up, are put in and a word
+# that says nothing of the question's type may go, so that the type has to be read from its key words (what, shape,
+# colour, way, how many, ...) whatever else a question says. No filler is a word that only the held-out forms use.
+_FILLERS = ("please", "now", "exactly", "really", "just", "there", "you", "can", "see", "kind", "of", "tell", "me",
+            "that", "this", "little", "thing", "frame", "picture", "then", "actually", "currently", "so", "well",
+            "okay", "hmm", "zorb", "flim", "quax", "dremp", "blick", "snoo", "vark", "plonk")
+# What `noisy` may drop: words that say nothing of a question's type or answer (never a colour, shape or key word).
+DROPPABLE = frozenset({"the", "this", "that", "in", "of", "video", "clip", "please", "tell", "me", "question",
+                       "answer", "look", "at", "about", "now", "here", "it", "you"})
+
+
+def noisy(question: str, rng: np.random.Generator) -> str:
+    """`vary`'s variant of a trained question, then maybe one DROPPABLE word dropped and up to two fillers put in;
+    the variant itself when that would be a held-out form."""
+    text = vary(question, rng)
+    words = text.split(" ")
+    if rng.random() < 0.3 and len(words) > 3:
+        droppable = [i for i, w in enumerate(words[:-1]) if w.rstrip("?.,:").lower() in DROPPABLE]
+        if droppable:
+            del words[int(rng.choice(droppable))]
+    for _ in range(int(rng.integers(0, 3))):
+        words.insert(int(rng.integers(1, len(words))), _FILLERS[int(rng.integers(len(_FILLERS)))])
+    out = " ".join(words)
+    if any(p.fullmatch(_plain(out)) for p in _held_out_patterns()):
+        return text
+    return out
