@@ -57,10 +57,8 @@ def write_set(out: Path, n_clips: int, seed: int = 34, sized: bool = False) -> i
     scenes = synth.test_scenes(n_clips, seed)
     per_clip = []
     for scene in scenes:
-        if sized:
-            synth.write_mp4(msvd_sized(scene), out / "videos" / f"{scene.name}.mp4", fps=MSVD_FPS)
-        else:
-            synth.write_mp4(synth.render(scene), out / "videos" / f"{scene.name}.mp4")
+        frames, fps = (msvd_sized(scene), MSVD_FPS) if sized else (synth.render(scene), synth.FPS)
+        synth.write_mp4(frames, out / "videos" / f"{scene.name}.mp4", fps=fps)
         per_clip.append((scene.name, clip_rows(scene, seed)))
     return synth.write_qa_files(out, per_clip, [asdict(s) for s in scenes])
 

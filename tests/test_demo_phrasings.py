@@ -73,41 +73,47 @@ def test_varied_questions_keep_their_words_and_never_make_a_held_out_form():
     assert "Which colour is the {shape} in this video?" in synth.HELD_OUT_TEMPLATES["colour"]
 
 
-def test_noisy_questions_keep_their_key_words_use_no_held_out_word_and_never_make_a_held_out_form():
-    """`phrasings.noisy` (train_demo --vary --noise) puts fillers in and may drop a word, but only one that says
-    nothing of what is asked or of the answer; it never adds a word that only the held-out forms use (they stay
-    unseen) and never makes a held-out form."""
+def test_noisy_questions_only_add_fillers_and_drop_words_that_carry_nothing():
+    """`phrasings.noisy` (train_demo --vary --noise) starts from `vary`'s variant (same random draws) and only puts
+    fillers in, none of them a word that only the held-out forms use (those stay unseen), and drops at most one
+    DROPPABLE word: every word that says what is asked or decides the answer stays."""
+    import re
+    from collections import Counter
+
+    from videoqa.synth import phrasings
+
+    def words(text: str) -> Counter:
+        return Counter(re.findall(r"[a-z]+", text.lower()))
+
+    trained_forms = _all(synth.TEMPLATES) | _all(synth_long.TEMPLATES)
+    held_only = set().union(*map(words, _all(synth.HELD_OUT_TEMPLATES) | _all(synth_long.HELD_OUT_TEMPLATES))) \
+        - set().union(*map(words, trained_forms))
+    assert not set(phrasings._FILLERS) & held_only
+    changed = n = 0
+    for t in sorted(trained_forms):
+        q = t.format(colour="red", shape="circle", a="square", b="triangle")
+        for seed in range(30):
+            base = words(phrasings.vary(q, np.random.default_rng(seed)))
+            got = words(phrasings.noisy(q, np.random.default_rng(seed)))
+            dropped, added = base - got, got - base
+            assert sum(dropped.values()) <= 1 and set(dropped) <= phrasings.DROPPABLE, (q, base, got)
+            assert set(added) <= set(phrasings._FILLERS) and sum(added.values()) <= 2, (q, base, got)
+            changed += got != base
+            n += 1
+    assert changed > 0.5 * n  # most variants gain or lose a word
+
+
+def test_noisy_never_makes_a_held_out_form(monkeypatch):
+    """Where every noisy variant would match a held-out form, `noisy` gives none of them: with such patterns `vary`
+    keeps the trained question, and so does `noisy`."""
     import re
 
     from videoqa.synth import phrasings
 
-    def words(text: str) -> list[str]:
-        return re.findall(r"[a-z]+", text.lower())
-
-    trained_forms = _all(synth.TEMPLATES) | _all(synth_long.TEMPLATES)
-    held_forms = _all(synth.HELD_OUT_TEMPLATES) | _all(synth_long.HELD_OUT_TEMPLATES)
-    trained_words = {w for t in trained_forms for w in words(t)}
-    held_only = {w for t in held_forms for w in words(t)} - trained_words
-    held = {" ".join(words(t.format(colour=c, shape=s, a=s, b=b))) for t in held_forms for c in synth.COLOURS
-            for s in synth.SHAPES for b in synth.SHAPES}
-    from_vary = {w for part in (*phrasings._OPENERS, *phrasings._ENDINGS) for w in words(part)}  # " here?", as before
-    assert not set(phrasings._FILLERS) & held_only
-    same_as = {w: set(group) for group in phrasings._SWAPS for w in group}
-    rng = np.random.default_rng(1)
-    changed = 0
-    for t in sorted(trained_forms):
+    monkeypatch.setattr(phrasings, "_held_out_patterns", lambda: (re.compile(r".*"),))
+    for t in sorted(_all(synth.TEMPLATES)):
         q = t.format(colour="red", shape="circle", a="square", b="triangle")
-        for _ in range(40):
-            v = phrasings.noisy(q, rng)
-            got = words(v)
-            assert " ".join(got) not in held, (q, v)
-            for w in words(q):
-                if w not in phrasings.DROPPABLE:  # the type's key words, the named colour and shapes, ...
-                    same = same_as.get(w, {w})  # vary's swaps: colour/color, move/go, ...
-                    assert sum(g in same for g in got) >= sum(g in same for g in words(q)), (q, v, w)
-            assert not set(got) & held_only - set(words(q)) - from_vary, (q, v)
-            changed += len(got) != len(words(phrasings.vary(q, np.random.default_rng(0))))
-    assert changed > 0.3 * 40 * len(trained_forms)  # most variants gain or lose a word
+        assert {phrasings.noisy(q, np.random.default_rng(seed)) for seed in range(10)} == {q}
 
 
 def test_answers_follow_the_clip():

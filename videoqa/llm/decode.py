@@ -250,13 +250,12 @@ class DecodeLoop:
 
     def _stepper(self, state: PrefillResult, max_new_tokens: int) -> Callable[[Tensor], Tensor]:
         """tokens [B] -> the greedy next tokens [B], on the cache of this decoder's mode."""
-        if self.mode != "eager" and any(getattr(state.plan, name, None) for name in DECODE_HOOKS):
+        hooked = any(getattr(state.plan, name, None) for name in DECODE_HOOKS)
+        if self.mode != "eager" and hooked:
             raise InputError("this pruning method acts on the KV cache while decoding: use --decode eager")
         if self.mode == "eager":
-            grow = not any(getattr(state.plan, name, None) for name in DECODE_HOOKS)
-
             def eager(tokens: Tensor) -> Tensor:
-                if grow and not isinstance(state.cache, GrowingCache):  # on the first step: a one-token answer
+                if not hooked and not isinstance(state.cache, GrowingCache):  # on the first step: a one-token answer
                     state.cache = GrowingCache(state.cache, max(1, max_new_tokens - 1))  # never copies the cache
                 return decode_one_token(self.lm, state, self.lm.embed_tokens(tokens[:, None])).argmax(-1)
             return eager
