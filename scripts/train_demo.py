@@ -55,6 +55,7 @@ class TrainArgs:
     warmup: int = 50
     weight_decay: float = 0.01
     dir_weight: float = 2.0  # extra loss weight on direction answers
+    type_weights: str = ""  # more loss weights by question type, "shape=2,exists=3" (direction: --dir-weight)
     eval_every: int = 250
     max_minutes: float = 75.0
     threads: int = 1  # measured: 1 thread beats 2 when the 2 cores are shared (OpenMP barriers)
@@ -165,7 +166,7 @@ def warmup_cosine(lr: float, warmup: int, steps: int, floor: float):
 
 def build_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: int, dir_weight: float,
                    turns: int = 3, context: int = 1024, extra: bool = False, vary: bool = False,
-                   noise: bool = False):
+                   noise: bool = False, type_weights: dict[str, float] | None = None):
     """Token ids and per-token loss weights for one packed conversation about `scene`: its three questions in
     random order, or (turns > 3) 1..turns questions drawn again and again, each phrased afresh, so that a long
     chat, whose history repeats questions, is something the model has seen. With `extra`, questions are drawn
@@ -179,8 +180,8 @@ def build_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: i
     if vary:
         change = phrasings.noisy if noise else phrasings.vary
         qas = [(change(q, rng), a, qtype) for q, a, qtype in qas]
-    return pack_turns(tok, [(q, a, dir_weight if qtype == "direction" else 1.0) for q, a, qtype in qas],
-                      n_video, context)
+    weights = {**(type_weights or {}), "direction": dir_weight}
+    return pack_turns(tok, [(q, a, weights.get(qtype, 1.0)) for q, a, qtype in qas], n_video, context)
 
 
 def mc_question(scene: synth.Scene, rng: np.random.Generator,
@@ -436,6 +437,9 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.time()
     losses = []
     model.train()
+    type_weights = {t: float(w) for t, w in (kv.split("=") for kv in a.type_weights.split(",") if kv)}
+    if set(type_weights) - set(synth.ALL_TYPES):
+        raise SystemExit(f"--type-weights: unknown question types {sorted(set(type_weights) - set(synth.ALL_TYPES))}")
     step = 0
     for step in range(1, a.steps + 1):
         for g in opt.param_groups:
@@ -444,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         ids, mask, w = collate([
             build_mc_sequence(tok, train[i], rng, n_video, a.mc_weight, a.mc_text) if rng.random() < a.mc_share else
             build_sequence(tok, train[i], rng, n_video, a.dir_weight, a.turns,
-                           config.text_config.max_position_embeddings, a.extra_types, a.vary, a.noise)
+                           config.text_config.max_position_embeddings, a.extra_types, a.vary, a.noise, type_weights)
             for i in idx])
         logits = model(input_ids=ids, attention_mask=mask, pixel_values_videos=pixels[idx].float()).logits
         vocab = logits.shape[-1]
