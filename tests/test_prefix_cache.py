@@ -88,6 +88,39 @@ def test_batched_prefixes_give_the_same_logits_kept_tokens_and_answers(pipelines
 
 
 @pytest.mark.parametrize("method", ["none", "vispruner", "fastv"])
+def test_a_batch_on_cached_prefixes_decodes_in_the_buffers_its_prefill_wrote(pipelines, clips, method):
+    """A clip's questions batched on its cached prefix: the prefill leaves room for the answer in its buffers and
+    eager decoding writes its tokens there, not into a copy of the batch's whole cache (FastV: layers < K); the
+    answers are those without the cache."""
+    from videoqa.llm.decode import GrowingCache
+
+    cached, plain = pipelines
+    cfg = PruneConfig(method=method, **({"r": 0.5} if method != "none" else {}))
+    items = [(clips[0], q) for q in QUESTIONS[:3]]
+    run(cached, [(clips[0], "Anything here?")], cfg)
+    qa_cfg = cached._with_model_k(cfg).validate(cached.dims.n_layers)
+    requests = [cached.prepare(v, q, None, qa_cfg, None, 6, share=len(items)) for v, q in items]
+    with torch.inference_mode():
+        state = cached.prefill(requests, cached.collate(requests))
+        assert state.prefix_hits == [True] * 3
+        depth = qa_cfg.layer if method == "fastv" else cached.dims.n_layers
+        written = [state.cache.layers[i].spare[0].data_ptr() for i in range(depth)]
+        assert all(state.cache.layers[i].spare[0].shape[2] >= state.cache.layers[i].keys.shape[2] + 5
+                   for i in range(depth))
+        events = cached.decode(requests, state)
+        texts = []
+        while True:
+            try:
+                next(events)
+            except StopIteration as done:
+                texts = [cached.processor.tokenizer.decode(ids, skip_special_tokens=True).strip() for ids in done.value]
+                break
+    assert isinstance(state.cache, GrowingCache)
+    assert [state.cache.layers[i]._keys.data_ptr() for i in range(depth)] == written
+    assert texts == run(plain, items, cfg)[2]
+
+
+@pytest.mark.parametrize("method", ["none", "vispruner", "fastv"])
 def test_follow_ups_with_history_reuse_the_prefix(pipelines, clips, method):
     """The chat's follow-ups: earlier turns come after the video in the prompt, so their prefix is the first
     question's."""

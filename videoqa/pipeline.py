@@ -299,8 +299,9 @@ class VideoQA:
                                [req.selection for req in requests])  # FastV's; PruneVid's after its selection
         additions = self.family.layer_additions(self.model, batch, requests)  # Qwen3-VL's deepstack
         if self.prefix_cache is not None and (method.question_independent or plan is not None):
+            room = self.decoder.room(plan, max(req.max_new for req in requests))
             state = prefill_cached(self.prefix_cache, self.decoder.lm, requests, batch, plan, self.dims.n_layers,
-                                   self.clock, additions)
+                                   self.clock, additions, room)
             if state is not None:
                 return state
         return llm.prefill(self.decoder.lm, batch.embeds, batch.attention_mask, batch.visual_mask, plan,

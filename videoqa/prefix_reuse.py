@@ -19,10 +19,11 @@ from .request import Collated, Request
 
 
 def prefill_cached(cache: PrefixCache, lm, requests: list[Request], batch: Collated, plan, n_layers: int,
-                   clock, layer_additions: list[Tensor] | None = None) -> PrefillResult | None:
+                   clock, layer_additions: list[Tensor] | None = None, room: int = 0) -> PrefillResult | None:
     """The batch's prefill with each prefix from `cache` (None when a sample has no visual token: nothing to
     reuse). With an in-LLM plan the prefixes hold the layers below its first pruning layer. Positions may be
-    M-RoPE's [3, B, n]; `layer_additions` (Qwen3-VL's deepstack, [B, n, d] each) as `llm.prefill` takes them."""
+    M-RoPE's [3, B, n]; `layer_additions` (Qwen3-VL's deepstack, [B, n, d] each) as `llm.prefill` takes them;
+    `room`: decoding steps to leave room for in the cache's buffers (`prefill_after_prefixes`)."""
     lengths = prefix_lengths(batch.visual_mask, batch.attention_mask)
     if lengths is None:
         return None
@@ -36,7 +37,7 @@ def prefill_cached(cache: PrefixCache, lm, requests: list[Request], batch: Colla
     whole: dict[int, Prefix | None] = {i: None for i, req in enumerate(requests) if req.history_turns > 0}
     state = prefill_after_prefixes(lm, [p for p, _, _ in found], batch.embeds, batch.attention_mask,
                                    batch.visual_mask, batch.position_ids, plan, clock=clock, whole=whole,
-                                   layer_additions=adds)
+                                   layer_additions=adds, room=room)
     for i, prefix in whole.items():
         # A chat goes on from its latest turn: the turn this one extends gives way to it (the clip's prefix stays).
         if len(found[i][2].ids) > lengths[i]:

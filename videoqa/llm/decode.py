@@ -143,8 +143,11 @@ class _GrowingLayer:
     DynamicCache concatenates, copying the layer's whole cache every token: for a 2,000-token prompt on a CPU that
     copy, not the step's arithmetic, was most of a step). `keys` / `values` are views of the filled slots."""
 
-    def __init__(self, keys: Tensor, values: Tensor, room: int):
+    def __init__(self, keys: Tensor, values: Tensor, room: int, spare: tuple[Tensor, Tensor] | None = None):
         self.length = keys.shape[2]
+        if spare is not None and spare[0].shape[2] >= self.length + room and spare[0].data_ptr() == keys.data_ptr():
+            self._keys, self._values = spare  # the prefill wrote into buffers with room already: no copy
+            return
         self._keys = _padded(keys, self.length + room, static=False)
         self._values = _padded(values, self.length + room, static=False)
 
@@ -169,13 +172,15 @@ class _GrowingLayer:
 
 class GrowingCache:
     """The eager decoding's cache: the prefill's keys and values moved into `_GrowingLayer`s (the prefill's copy is
-    freed layer by layer), for plans that do not edit the cache while decoding (DECODE_HOOKS)."""
+    freed layer by layer), for plans that do not edit the cache while decoding (DECODE_HOOKS). A prefill layer whose
+    `spare` holds the whole buffers its keys and values are the start of (the prefix cache's batch prefill allocates
+    them with room for the answer) is taken over as it is."""
 
     def __init__(self, cache, room: int):
         self.layers = []
         for src in cache.layers:
-            self.layers.append(_GrowingLayer(src.keys, src.values, room))
-            src.keys = src.values = None
+            self.layers.append(_GrowingLayer(src.keys, src.values, room, getattr(src, "spare", None)))
+            src.keys = src.values = src.spare = None
 
     def update(self, key: Tensor, value: Tensor, layer_idx: int, *args, **kwargs) -> tuple[Tensor, Tensor]:
         return self.layers[layer_idx].update(key, value)
@@ -248,9 +253,14 @@ class DecodeLoop:
         logits, nxt = self._static_step(self.lm, cache, tokens, step)
         return logits.clone(), nxt.clone()
 
+    def room(self, plan, max_new_tokens: int) -> int:
+        """Decode steps a prefill can leave room for in its cache's buffers: the eager mode's `GrowingCache` takes
+        such buffers over when the plan does not edit the cache while decoding; the other modes copy them anyway."""
+        return max(1, max_new_tokens - 1) if self.mode == "eager" and not _hooked(plan) else 0
+
     def _stepper(self, state: PrefillResult, max_new_tokens: int) -> Callable[[Tensor], Tensor]:
         """tokens [B] -> the greedy next tokens [B], on the cache of this decoder's mode."""
-        hooked = any(getattr(state.plan, name, None) for name in DECODE_HOOKS)
+        hooked = _hooked(state.plan)
         if self.mode != "eager" and hooked:
             raise InputError("this pruning method acts on the KV cache while decoding: use --decode eager")
         if self.mode == "eager":
@@ -284,6 +294,10 @@ class DecodeLoop:
             if bool(done.all()) or i == max_new_tokens - 1:
                 return
             next_tokens = advance(next_tokens)
+
+
+def _hooked(plan) -> bool:
+    return any(getattr(plan, name, None) for name in DECODE_HOOKS)
 
 
 def decode_loop_for(model: nn.Module | LanguageModel, mode: str) -> DecodeLoop:

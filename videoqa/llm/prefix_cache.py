@@ -230,6 +230,7 @@ def prefill_after_prefixes(
     clock: Callable[[], float] = time.perf_counter,
     whole: dict[int, Prefix | None] | None = None,
     layer_additions: list[Tensor] | None = None,
+    room: int = 0,
 ) -> PrefillResult:
     """The prefill of a left-padded batch (as `llm.prefill` takes it) whose first `prefixes[b].length` real tokens
     per sample are already in `prefixes[b]` (each holding all of its sample's visual tokens): only the rest is
@@ -237,7 +238,9 @@ def prefill_after_prefixes(
     for the layout `[pad, prefix, pad, suffix]`. For each sample b in `whole`, `whole[b]` is set to its whole
     prompt as a Prefix of the same depth (a chat turn's, which the next turn reuses). `position_ids` may be M-RoPE's
     [3, B, n]: each token keeps its own (the question's continue from the prefix's, as the model's get_rope_index
-    gave them); `layer_additions` ([B, n, d] each, as `llm.prefill` takes them) are placed in the same layout."""
+    gave them); `layer_additions` ([B, n, d] each, as `llm.prefill` takes them) are placed in the same layout.
+    `room`: decoding steps the layers < depth get room for in their buffers (eager decoding takes them over as they
+    are, `decode.GrowingCache`, rather than copying a batch's whole cache into bigger ones)."""
     lm = adapt(model)
     kernel = lm.check_kernel()
     b, n, d = inputs_embeds.shape
@@ -268,8 +271,8 @@ def prefill_after_prefixes(
 
     # Layers < depth: each layer's keys and values in one buffer [B, kv_heads, width, head_dim], the prefixes
     # copied in once and the suffix written after them (a DynamicCache would copy the whole buffer twice).
-    buffers = [(_stack([p.keys[layer] for p in prefixes], p_max, width),
-                _stack([p.values[layer] for p in prefixes], p_max, width)) for layer in range(depth)]
+    buffers = [(_stack([p.keys[layer] for p in prefixes], p_max, width + room),
+                _stack([p.values[layer] for p in prefixes], p_max, width + room)) for layer in range(depth)]
     offsets = [int(visual_mask[i].nonzero()[0]) for i in range(b)]  # as the plain prefill reports them
     cache = DynamicCache(config=lm.config)
     result = PrefillResult(logits=None, cache=cache, masks=[key_mask], boundaries=boundaries,
@@ -277,7 +280,7 @@ def prefill_after_prefixes(
                            visual_offsets=offsets, plan=plan)
     pos_emb = lm.rotary_emb(h, position_ids=pos[..., p_max:])
     mask = layer_mask(kernel, key_mask, s_max, dtype)
-    writer = _SuffixWriter(buffers, p_max)
+    writer = _SuffixWriter(buffers, p_max, width)
     h_in = h
     for layer in range(depth):
         h_in = h
@@ -286,12 +289,14 @@ def prefill_after_prefixes(
             h = h + additions[layer][:, p_max:].to(h.dtype)
     for layer, (keys, values) in enumerate(buffers):  # decoding (and FastV's ranking) read them from the cache
         cache.layers[layer].lazy_initialization(keys, values)
-        cache.layers[layer].keys, cache.layers[layer].values = keys, values
+        cache.layers[layer].keys, cache.layers[layer].values = keys[:, :, :width], values[:, :, :width]
+        if room:
+            cache.layers[layer].spare = (keys, values)
     fastv = depth < lm.n_layers
     for i in whole or {}:
         suffix = slice(s_max - s_len[i], s_max)
-        whole[i] = Prefix(keys=tuple(k[i:i + 1, :, slots[i]] for k, _ in buffers),
-                          values=tuple(v[i:i + 1, :, slots[i]] for _, v in buffers),
+        whole[i] = Prefix(keys=tuple(k[i:i + 1, :, :width][:, :, slots[i]] for k, _ in buffers),
+                          values=tuple(v[i:i + 1, :, :width][:, :, slots[i]] for _, v in buffers),
                           hidden=torch.cat([prefixes[i].hidden, h[i:i + 1, suffix]], 1) if fastv else None,
                           tail_in=torch.cat([prefixes[i].tail_in, h_in[i:i + 1, suffix]], 1) if fastv else None)
     if not fastv:
@@ -338,11 +343,11 @@ class _SuffixWriter:
     """The cache the layers < depth see during the suffix pass: a layer's new keys and values go after the prefixes
     in its buffer, and attention reads the whole buffer."""
 
-    def __init__(self, buffers: list[tuple[Tensor, Tensor]], start: int):
-        self.buffers, self.start = buffers, start
+    def __init__(self, buffers: list[tuple[Tensor, Tensor]], start: int, end: int):
+        self.buffers, self.start, self.end = buffers, start, end
 
     def update(self, key: Tensor, value: Tensor, layer_idx: int, *args, **kwargs) -> tuple[Tensor, Tensor]:
         keys, values = self.buffers[layer_idx]
-        keys[:, :, self.start:] = key
-        values[:, :, self.start:] = value
-        return keys, values
+        keys[:, :, self.start:self.end] = key
+        values[:, :, self.start:self.end] = value
+        return keys[:, :, :self.end], values[:, :, :self.end]
