@@ -87,22 +87,64 @@ def test_batched_prefixes_give_the_same_logits_kept_tokens_and_answers(pipelines
     same_with_the_cache(pipelines, clips, cfg, 3)
 
 
+def ask_one_batch(qa: VideoQA, items, cfg: PruneConfig, frames: int | None = None):
+    """`items` as one batch through `qa`'s prefill and decoding (at `frames` frames; default: the model's): (the
+    prefill's state after decoding, its logits, the answers)."""
+    cfg = qa._with_model_k(cfg).validate(qa.dims.n_layers)
+    requests = [qa.prepare(v, q, None, cfg, frames, 6, share=len(items)) for v, q in items]
+    with torch.inference_mode():
+        state = qa.prefill(requests, qa.collate(requests))
+        logits = state.logits.clone()
+        events = qa.decode(requests, state)
+        while True:
+            try:
+                next(events)
+            except StopIteration as done:
+                answers = [qa.processor.tokenizer.decode(ids, skip_special_tokens=True).strip() for ids in done.value]
+                return state, logits, answers
+
+
+@pytest.mark.parametrize("cfg", configs(), ids=lambda c: c.method)
+def test_one_clips_questions_batched_hold_and_read_its_prefix_once(pipelines, clips, cfg):
+    """Three questions of other lengths on one clip, batched on its cached prefix: a method that selects before the
+    LLM runs them as one sequence after the one prefix (llm/shared_prefix.py), whose cache holds the prefix once
+    (not once per question) and each question's own prompt and answer tokens; FastV's batch keeps the batch layout.
+    Logits, kept sets and answers are those of the full prefill without the cache."""
+    cached, plain = pipelines
+    items = [(clips[0], q) for q in QUESTIONS[:3]]
+    run(cached, [(clips[0], "Anything here?")], cfg)
+    state, logits, answers = ask_one_batch(cached, items, cfg)
+    ref_logits, ref_kept, ref_answers, _ = run(plain, items, cfg)
+    torch.testing.assert_close(logits, ref_logits, rtol=1e-4, atol=1e-4)
+    assert answers == ref_answers
+    assert state.prefix_hits == [True] * 3
+    if state.plan is not None:  # a plan inside the LLM (FastV, PruneVid's second stage) keeps the batch layout
+        assert state.shared is None
+        return
+    assert run(cached, items, cfg)[1] == ref_kept
+    shared = state.shared
+    assert shared is not None
+    n_prefix = int((shared.owner == -1).sum())
+    for layer in state.cache.layers:
+        assert layer.keys.shape[0] == 1 and layer.keys.shape[2] == shared.owner.shape[0] > n_prefix
+
+
 @pytest.mark.parametrize("method", ["none", "vispruner", "fastv"])
 def test_a_batch_on_cached_prefixes_decodes_in_the_buffers_its_prefill_wrote(pipelines, clips, method):
-    """A clip's questions batched on its cached prefix: the prefill leaves room for the answer in its buffers and
-    eager decoding writes its tokens there, not into a copy of the batch's whole cache (FastV: layers < K); the
-    answers are those without the cache."""
+    """Questions on two clips batched on their cached prefixes: the prefill leaves room for the answer in its
+    buffers and eager decoding writes its tokens there, not into a copy of the batch's whole cache (FastV: layers
+    < K); the answers are those without the cache."""
     from videoqa.llm.decode import GrowingCache
 
     cached, plain = pipelines
     cfg = PruneConfig(method=method, **({"r": 0.5} if method != "none" else {}))
-    items = [(clips[0], q) for q in QUESTIONS[:3]]
-    run(cached, [(clips[0], "Anything here?")], cfg)
+    items = [(clips[i % 2], q) for i, q in enumerate(QUESTIONS[:3])]
+    run(cached, [(clips[0], "Anything here?"), (clips[1], "Anything here?")], cfg)
     qa_cfg = cached._with_model_k(cfg).validate(cached.dims.n_layers)
     requests = [cached.prepare(v, q, None, qa_cfg, None, 6, share=len(items)) for v, q in items]
     with torch.inference_mode():
         state = cached.prefill(requests, cached.collate(requests))
-        assert state.prefix_hits == [True] * 3
+        assert state.prefix_hits == [True] * 3 and state.shared is None
         depth = qa_cfg.layer if method == "fastv" else cached.dims.n_layers
         written = [state.cache.layers[i].spare[0].data_ptr() for i in range(depth)]
         assert all(state.cache.layers[i].spare[0].shape[2] >= state.cache.layers[i].keys.shape[2] + 5

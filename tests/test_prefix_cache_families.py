@@ -73,6 +73,22 @@ def test_every_method_batch_1_and_2_same_as_a_full_prefill(family, cfg):
     check_same(family, [(b, QUESTIONS[2]), (a, QUESTIONS[1])], cfg)
 
 
+@pytest.mark.parametrize("cfg", configs(), ids=lambda c: c.method)
+def test_one_clips_questions_batched_on_its_one_prefix_same_as_a_full_prefill(family, cfg):
+    """Three questions of other lengths on one clip: a method selecting before the LLM runs them as one sequence after
+    the clip's one prefix (llm/shared_prefix.py; M-RoPE positions and deepstack additions as the model gave them);
+    the logits, kept sets and answers of the full prefill."""
+    from test_prefix_cache import ask_one_batch
+
+    a, _ = family.clips
+    items = [(a, q) for q in QUESTIONS]
+    run(family.cached, [(a, "Anything here?")], cfg)
+    check_same(family, items, cfg)
+    state, _, answers = ask_one_batch(family.cached, items, cfg, FRAMES)
+    assert state.prefix_hits == [True] * 3 and answers == run(family.plain, items, cfg)[2]
+    assert (state.shared is None) == (state.plan is not None)
+
+
 @pytest.mark.parametrize("method", ["none", "vispruner", "fastv"])
 def test_a_chat_reuses_the_clip_and_then_the_conversation_so_far(family, method):
     """Turn 2 starts from the clip's prefix, turn 3 from turn 2's whole prompt; each the full prefill's."""

@@ -15,6 +15,7 @@ from torch import Tensor
 from .llm.prefill import PrefillResult
 from .llm.prefill import prefill as llm_prefill
 from .llm.prefix_cache import Prefix, PrefixCache, PrefixKey, cached_prefix, prefill_after_prefixes, prefix_lengths
+from .llm.shared_prefix import can_share, prefill_shared
 from .request import Collated, Request
 
 
@@ -35,7 +36,13 @@ def prefill_cached(cache: PrefixCache, lm, requests: list[Request], batch: Colla
     found = [_prefix(cache, lm, key, batch, i, lengths[i], req.history_turns > 0, adds)
              for i, (req, key) in enumerate(zip(requests, keys, strict=True))]
     whole: dict[int, Prefix | None] = {i: None for i, req in enumerate(requests) if req.history_turns > 0}
-    state = prefill_after_prefixes(lm, [p for p, _, _ in found], batch.embeds, batch.attention_mask,
+    prefixes = [p for p, _, _ in found]
+    if can_share(lm, prefixes, plan, room, bool(whole)):
+        state = prefill_shared(lm, prefixes[0], batch.embeds, batch.attention_mask, batch.visual_mask,
+                               batch.position_ids, room, adds)
+        state.prefix_hits = [hit for _, hit, _ in found]
+        return state
+    state = prefill_after_prefixes(lm, prefixes, batch.embeds, batch.attention_mask,
                                    batch.visual_mask, batch.position_ids, plan, clock=clock, whole=whole,
                                    layer_additions=adds, room=room)
     for i, prefix in whole.items():

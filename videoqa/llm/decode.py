@@ -265,6 +265,8 @@ class DecodeLoop:
             raise InputError("this pruning method acts on the KV cache while decoding: use --decode eager")
         if self.mode == "eager":
             def eager(tokens: Tensor) -> Tensor:
+                if state.shared is not None:  # a clip's questions in one sequence on its one prefix
+                    return state.shared.step(self.lm, state, tokens).argmax(-1)
                 if not hooked and not isinstance(state.cache, GrowingCache):  # on the first step: a one-token answer
                     state.cache = GrowingCache(state.cache, max(1, max_new_tokens - 1))  # never copies the cache
                 return decode_one_token(self.lm, state, self.lm.embed_tokens(tokens[:, None])).argmax(-1)

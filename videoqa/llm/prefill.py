@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
@@ -25,6 +26,9 @@ from transformers import DynamicCache
 from ..pruning.hook import LayerKeep, LayerView, LLMPlan, plan_layers
 from .adapter import LanguageModel, adapt
 from .masks import layer_mask
+
+if TYPE_CHECKING:
+    from .shared_prefix import SharedLayout
 
 
 @dataclass
@@ -45,6 +49,7 @@ class PrefillResult:
     stages: list[tuple[int, list[int]]] = field(default_factory=list)
     # per sample: original visual index of a token present at the end -> the original indices merged into it
     absorbed: list[dict[int, list[int]]] = field(default_factory=list)
+    shared: SharedLayout | None = None  # the samples' questions share one prefix in one sequence (shared_prefix.py)
 
     @property
     def k(self) -> int | None:
