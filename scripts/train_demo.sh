@@ -38,3 +38,5 @@ echo "the model: $runs/mc5 (copy its model.safetensors and training.json to samp
 #   python -m scripts.train_demo --init samples/demo-model --out "$runs/noise" --cache "$runs/cache_noise" \
 #       --train-clips 1000 --eval-clips 48 --batch 8 --mc-text --freeze-tower --threads 1 --steps 600 --lr 2e-4 \
 #       --warmup 20 --turns 3 --eval-every 150 --mc-share 0.15 --mc-weight 4 --extra-types --vary --noise
+# With loss weights by question type (runs H-K in docs/demo-models.md; not shipped): add e.g.
+#   --type-weights shape=2,exists=3,how_many=2,unknown=2
