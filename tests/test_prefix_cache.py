@@ -129,6 +129,27 @@ def test_one_clips_questions_batched_hold_and_read_its_prefix_once(pipelines, cl
         assert layer.keys.shape[0] == 1 and layer.keys.shape[2] == shared.owner.shape[0] > n_prefix
 
 
+def test_one_sequence_on_the_prefix_with_eager_attention_and_none_with_flash(tiny_model_dir, clips):
+    """Eager attention takes the mask by owner as SDPA does (same answers as without the cache); FlashAttention-2,
+    which takes a key padding mask only, keeps the batch layout."""
+    from videoqa.llm.shared_prefix import can_share
+
+    loaded = load_model(str(tiny_model_dir), attn_implementation="eager")
+    cached, plain = VideoQA(loaded, max_new_tokens=6), VideoQA(loaded, max_new_tokens=6, prefix_cache_bytes=0)
+    cfg = PruneConfig(method="vispruner", r=0.5)
+    items = [(clips[0], q) for q in QUESTIONS[:3]]
+    run(cached, [(clips[0], "Anything here?")], cfg)
+    state, logits, answers = ask_one_batch(cached, items, cfg)
+    ref_logits, _, ref_answers, _ = run(plain, items, cfg)
+    assert state.shared is not None
+    torch.testing.assert_close(logits, ref_logits, rtol=1e-4, atol=1e-4)
+    assert answers == ref_answers
+    prefix = object()
+    flash = type("LM", (), {"kernel": "flash_attention_2"})()
+    assert not can_share(flash, [prefix, prefix], None, 5, False)
+    assert can_share(cached.decoder.lm, [prefix, prefix], None, 5, False)
+
+
 @pytest.mark.parametrize("method", ["none", "vispruner", "fastv"])
 def test_a_batch_on_cached_prefixes_decodes_in_the_buffers_its_prefill_wrote(pipelines, clips, method):
     """Questions on two clips batched on their cached prefixes: the prefill leaves room for the answer in its

@@ -21,7 +21,7 @@ from .decode import GrowingCache
 from .masks import additive
 from .prefill import PrefillResult
 
-KERNELS = ("sdpa", "eager")  # FlashAttention-2 takes a key padding mask only, not one by owner
+MASK_KERNELS = ("sdpa", "eager")  # FlashAttention-2 takes a key padding mask only, not one by owner
 
 
 @dataclass
@@ -58,7 +58,7 @@ class SharedLayout:
 def can_share(lm: LanguageModel, prefixes: list, plan, room: int, follow_ups: bool) -> bool:
     """Whether a batch can run on one shared prefix (see the module's docstring)."""
     return (len(prefixes) > 1 and all(p is prefixes[0] for p in prefixes) and plan is None and room > 0
-            and not follow_ups and lm.kernel in KERNELS)
+            and not follow_ups and lm.kernel in MASK_KERNELS)
 
 
 @torch.inference_mode()
