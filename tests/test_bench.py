@@ -130,7 +130,7 @@ def test_bench_accuracy_names_the_model_and_measures_every_method(tmp_path, caps
 def test_bench_e2e_times_each_stage_and_keeps_the_answers():
     """The e2e suite's measurement on a small workload: the prefix cache changes no answer, every question after a
     clip's first reuses its prefix, the stages add up to the wall time, and the table says so."""
-    from videoqa.bench.e2e import clip_questions, format_tables, measure
+    from videoqa.bench.e2e import cache_bound, clip_questions, format_tables, measure
     from videoqa.model import load_model
     from videoqa.pipeline import VideoQA
     from videoqa.pruning import PruneConfig
@@ -147,8 +147,23 @@ def test_bench_e2e_times_each_stage_and_keeps_the_answers():
             assert abs(sum(r["per_q"].values()) - r["wall_per_q"]) < 1e-6 or r["per_q"]["other"] == 0.0
         assert results[method, True]["answers"] == results[method, False]["answers"]
     table = format_tables(results, "test")
-    row = r"^\| vispruner \| on \| [\d.]+ \| .* \| 2/4 \| [\d.]+x \| [\d.]+ \| [\d.]+x \| yes \|$"
+    row = r"^\| vispruner \| on \| [\d.]+ \| .* \| 2/4 \| [\d.]+x \| ([\d.]+)x \| [\d.]+ \| [\d.]+x \| yes \|$"
     assert re.search(row, table, re.M)
+    # The cache's bound, recomputed from the prompts' own ids: the prefix runs to the last video token.
+    off, on = results["vispruner", False], results["vispruner", True]
+    qa = VideoQA(loaded, max_new_tokens=4)
+    cfg = qa._config(PruneConfig(method="vispruner", r=0.5), None)[0]
+    lengths = []
+    for clip, questions in work:
+        for q in questions:
+            ids = qa.prepare(clip, q, None, cfg, None, 4).ids
+            lengths.append((len(ids), int((ids == qa.visual_token_id).nonzero()[-1]) + 1))
+    assert off["tokens"] == lengths
+    prompt, prefix = (sum(x[i] for x in lengths) / 4 for i in (0, 1))
+    floor = (sum(on["per_q"][s] for s in ("frames", "vision", "select", "decode"))
+             + off["per_q"]["prefill"] / prompt * (prefix / 2 + prompt - prefix))  # 2 questions a clip here
+    assert float(re.search(row, table, re.M).group(1)) == pytest.approx(off["wall_per_q"] / floor, abs=0.006)
+    assert cache_bound({**off, "shared_prefix": False}, on) is None  # a method inside the LLM: no such bound
     flops = sum(a.flops.ratio for a in VideoQA(loaded, max_new_tokens=4).ask_batch(
         [(c, q) for c, qs in work for q in qs], prune=PruneConfig(method="vispruner", r=0.5))) / 4
     assert f"| vispruner | {100 * flops:.1f} | {1 / flops:.2f}x |" in table  # FLOPs % and the speed-up it promises
