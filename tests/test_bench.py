@@ -163,7 +163,7 @@ def test_bench_e2e_times_each_stage_and_keeps_the_answers():
     floor = (sum(on["per_q"][s] for s in ("frames", "vision", "select", "decode"))
              + off["per_q"]["prefill"] / prompt * (prefix / 2 + prompt - prefix))  # 2 questions a clip here
     assert float(re.search(row, table, re.M).group(1)) == pytest.approx(off["wall_per_q"] / floor, abs=0.006)
-    assert cache_bound({**off, "shared_prefix": False}, on) is None  # a method inside the LLM: no such bound
+    assert cache_bound({**off, "question_independent": False}, on) is None  # a method inside the LLM: no such bound
     flops = sum(a.flops.ratio for a in VideoQA(loaded, max_new_tokens=4).ask_batch(
         [(c, q) for c, qs in work for q in qs], prune=PruneConfig(method="vispruner", r=0.5))) / 4
     assert f"| vispruner | {100 * flops:.1f} | {1 / flops:.2f}x |" in table  # FLOPs % and the speed-up it promises

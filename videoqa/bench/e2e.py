@@ -85,7 +85,7 @@ def measure(qa, work: list[tuple[Path, list[str]]], cfg: PruneConfig, batched: b
     per_q["other"] = max(0.0, wall / n - sum(per_q.values()))
     return {"per_q": per_q, "wall_per_q": wall / n, "cpu_per_q": cpu / n, "answers": answers,
             "flops": sum(ratios) / n, "hits": hits, "n": n, "kept": kept, "tokens": tokens,
-            "shared_prefix": cfg.method_spec.question_independent, "per_clip": n / len(work)}
+            "question_independent": cfg.method_spec.question_independent, "per_clip": n / len(work)}
 
 
 def cache_bound(off: dict, on: dict) -> float | None:
@@ -93,7 +93,7 @@ def cache_bound(off: dict, on: dict) -> float | None:
     question over what a cached question cannot avoid, were its Python free: its clip's frames, tower and selection
     and its decoding (as measured with the cache), and its share of the clip's prefix prefill plus its own prompt
     tokens after the video, each token at the uncached prefill's cost a prompt token."""
-    if not off["shared_prefix"] or not off["tokens"]:
+    if not off["question_independent"] or not off["tokens"]:
         return None
     prompt = sum(t for t, _ in off["tokens"]) / len(off["tokens"])
     prefix = sum(p for _, p in off["tokens"]) / len(off["tokens"])

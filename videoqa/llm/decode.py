@@ -182,6 +182,13 @@ class GrowingCache:
             self.layers.append(_GrowingLayer(src.keys, src.values, room, getattr(src, "spare", None)))
             src.keys = src.values = src.spare = None
 
+    @classmethod
+    def copied(cls, keys: tuple[Tensor, ...], values: tuple[Tensor, ...], room: int) -> GrowingCache:
+        """A cache starting from copies of these layers' keys and values (the originals are left as they are)."""
+        out = cls.__new__(cls)
+        out.layers = [_GrowingLayer(k, v, room) for k, v in zip(keys, values, strict=True)]
+        return out
+
     def update(self, key: Tensor, value: Tensor, layer_idx: int, *args, **kwargs) -> tuple[Tensor, Tensor]:
         return self.layers[layer_idx].update(key, value)
 

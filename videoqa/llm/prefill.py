@@ -66,6 +66,17 @@ def position_ids_from_mask(attention_mask: Tensor) -> Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+def visual_offsets(visual_mask: Tensor) -> list[int]:
+    """Per sample of a batch: the sequence index of its first visual token (-1: none)."""
+    return [int(row.nonzero()[0]) if row.any() else -1 for row in visual_mask]
+
+
+def next_positions(position_ids: Tensor) -> Tensor:
+    """[B] RoPE position of each left-padded sample's next token (M-RoPE [3, B, n]: one past its largest)."""
+    last = position_ids[..., -1]
+    return (last.max(0).values if last.dim() == 2 else last) + 1
+
+
 @torch.inference_mode()
 def prefill(
     model: nn.Module | LanguageModel,
@@ -88,7 +99,6 @@ def prefill(
     """
     lm = adapt(model)
     lm.check_kernel()
-    b = inputs_embeds.shape[0]
     key_mask = attention_mask.bool()
     if position_ids is None:
         position_ids = position_ids_from_mask(attention_mask)
@@ -96,10 +106,9 @@ def prefill(
     if list(boundaries) != sorted(set(boundaries)) or any(not 0 <= k < lm.n_layers for k in boundaries):
         raise ValueError(f"pruning layers {boundaries} must ascend, each in [0, {lm.n_layers - 1}]")
     cache = DynamicCache(config=lm.config)
-    offsets = [int(visual_mask[i].nonzero()[0]) if visual_mask[i].any() else -1 for i in range(b)]
     result = PrefillResult(logits=None, cache=cache, masks=[key_mask], boundaries=boundaries,
-                           next_position=position_ids[..., -1].max(0).values + 1 if position_ids.dim() == 3
-                           else position_ids[:, -1] + 1, visual_offsets=offsets, plan=plan)
+                           next_position=next_positions(position_ids), visual_offsets=visual_offsets(visual_mask),
+                           plan=plan)
     return run_layers(lm, result, 0, inputs_embeds, inputs_embeds, position_ids, key_mask, visual_mask, clock,
                       layer_additions, tokens_per_frame)
 

@@ -36,7 +36,7 @@ from transformers import DynamicCache
 from ..pruning.hook import LLMPlan, plan_layers
 from .adapter import LanguageModel, adapt
 from .masks import layer_mask
-from .prefill import PrefillResult, run_layers
+from .prefill import PrefillResult, next_positions, run_layers, visual_offsets
 
 CPU_BYTES = 1 << 30  # prefixes kept on a CPU (a demo clip's is ~1 MB, Video-LLaVA-7B's ~1 GB in bf16)
 GPU_SHARE = 0.25  # of the free GPU memory when the pipeline is made
@@ -267,17 +267,15 @@ def prefill_after_prefixes(
         placed[slots] = add[real]
         additions.append(placed)
     h = torch.zeros(b, s_max, d, dtype=dtype, device=device)
-    h[in_suffix] = inputs_embeds[real & ~_prefix_slots(real, p_len)]
+    h[in_suffix] = inputs_embeds[real & ~prefix_slots(real, p_len)]
 
     # Layers < depth: each layer's keys and values in one buffer [B, kv_heads, width, head_dim], the prefixes
     # copied in once and the suffix written after them (a DynamicCache would copy the whole buffer twice).
     buffers = [(_stack([p.keys[layer] for p in prefixes], p_max, width + room),
                 _stack([p.values[layer] for p in prefixes], p_max, width + room)) for layer in range(depth)]
-    offsets = [int(visual_mask[i].nonzero()[0]) for i in range(b)]  # as the plain prefill reports them
     cache = DynamicCache(config=lm.config)
     result = PrefillResult(logits=None, cache=cache, masks=[key_mask], boundaries=boundaries,
-                           next_position=pos[..., -1].max(0).values + 1 if pos.dim() == 3 else pos[:, -1] + 1,
-                           visual_offsets=offsets, plan=plan)
+                           next_position=next_positions(pos), visual_offsets=visual_offsets(visual_mask), plan=plan)
     pos_emb = lm.rotary_emb(h, position_ids=pos[..., p_max:])
     mask = layer_mask(kernel, key_mask, s_max, dtype)
     writer = _SuffixWriter(buffers, p_max, width)
@@ -315,7 +313,7 @@ def prefill_after_prefixes(
     return run_layers(lm, result, depth, full_h, full_in, pos, key_mask, vis, clock, additions or None)
 
 
-def _prefix_slots(real: Tensor, p_len: list[int]) -> Tensor:
+def prefix_slots(real: Tensor, p_len: list[int]) -> Tensor:
     """[B, n] booleans: the first p_len[b] real tokens of each left-padded sample."""
     n = real.shape[1]
     start = n - real.sum(-1)  # first real index per sample

@@ -11,7 +11,6 @@ no earlier turns to keep, eager decoding and a kernel that takes an arbitrary ma
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import torch
 from torch import Tensor
@@ -19,7 +18,8 @@ from torch import Tensor
 from .adapter import LanguageModel
 from .decode import GrowingCache
 from .masks import additive
-from .prefill import PrefillResult
+from .prefill import PrefillResult, next_positions, visual_offsets
+from .prefix_cache import prefix_slots
 
 MASK_KERNELS = ("sdpa", "eager")  # FlashAttention-2 takes a key padding mask only, not one by owner
 
@@ -68,11 +68,9 @@ def prefill_shared(lm: LanguageModel, prefix, inputs_embeds: Tensor, attention_m
     layer): only each question's own tokens are computed, in one sequence after the prefix. `room`: decoding steps
     per question the cache's buffers get room for. Returns what `llm.prefill` returns; its cache is a batch-1
     `GrowingCache` that `SharedLayout.step` (the result's `shared`) decodes on."""
-    b, _, d = inputs_embeds.shape
+    b = inputs_embeds.shape[0]
     real = attention_mask.bool()
-    first_real = real.shape[1] - real.sum(-1)
-    idx = torch.arange(real.shape[1], device=real.device)[None, :]
-    own = real & (idx >= (first_real + prefix.length)[:, None])  # each sample's tokens after the prefix
+    own = real & ~prefix_slots(real, [prefix.length] * b)  # each sample's tokens after the prefix
     lengths = own.sum(-1)
     h = inputs_embeds[own][None]  # [1, S, d]: question 0's tokens, then question 1's, ...
     pos = position_ids[..., own][..., None, :]  # [1, S] (M-RoPE: [3, 1, S]), as the model gave them
@@ -81,9 +79,7 @@ def prefill_shared(lm: LanguageModel, prefix, inputs_embeds: Tensor, attention_m
                        torch.repeat_interleave(torch.arange(b, device=real.device), lengths)])
     layout = SharedLayout(owner)
     # The prefix copied once into buffers with room for every question's tokens and answer (it stays in the cache).
-    src = SimpleNamespace(layers=[SimpleNamespace(keys=k, values=v) for k, v in zip(prefix.keys, prefix.values,
-                                                                                    strict=True)])
-    cache = GrowingCache(src, n_own + b * room)
+    cache = GrowingCache.copied(prefix.keys, prefix.values, n_own + b * room)
     mask = additive(layout.allowed(n_prefix), h.dtype)
     pos_emb = lm.rotary_emb(h, position_ids=pos)
     additions = [add[own][None] for add in layer_additions or []]
@@ -93,7 +89,6 @@ def prefill_shared(lm: LanguageModel, prefix, inputs_embeds: Tensor, attention_m
             h = h + additions[i].to(h.dtype)
     last = torch.cumsum(lengths, 0) - 1
     logits = lm.logits(h[0, last][:, None])
-    nxt = position_ids[..., -1]  # left-padded: every sample's last token is at the end
     return PrefillResult(logits=logits, cache=cache, masks=[real], boundaries=(),
-                         next_position=(nxt.max(0).values if nxt.dim() == 2 else nxt) + 1,
-                         visual_offsets=[int(visual_mask[i].nonzero()[0]) for i in range(b)], shared=layout)
+                         next_position=next_positions(position_ids), visual_offsets=visual_offsets(visual_mask),
+                         shared=layout)
