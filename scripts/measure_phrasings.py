@@ -23,21 +23,24 @@ from videoqa.synth import long as synth_long
 from videoqa.synth import short as synth
 
 
-def asked(model: str, n: int, folder: Path, seed: int = 0) -> tuple[list[tuple[Path, str, str, str, str]], int | None]:
-    """(clip, question, answer, type, "trained" | "held-out") for `n` held-out clips, and the frames to ask at."""
+def asked(model: str, n: int, folder: Path, seed: int = 0, extra: bool = False,
+          skip: int = 0) -> tuple[list[tuple[Path, str, str, str, str]], int | None]:
+    """(clip, question, answer, type, "trained" | "held-out") for `n` held-out clips after the first `skip`, and
+    the frames to ask at; the eval splits' question types, and with `extra` the EXTRA_TYPES too."""
     out = []
     if model == "demo-long":
-        for scene in synth_long.test_scenes(n, seed):
+        for scene in synth_long.test_scenes(n + skip, seed)[skip:]:
             path = synth.write_mp4(synth_long.render(scene), folder / f"{scene.name}.mp4", fps=scene.fps)
             for form, templates in (("trained", synth_long.TEMPLATES), ("held-out", synth_long.HELD_OUT_TEMPLATES)):
                 rng = np.random.default_rng([seed, 95, int(scene.name.split("_")[-1])])
-                out += [(path, q, a, t, form) for q, a, t in synth_long.questions(scene, rng, True, templates)]
+                out += [(path, q, a, t, form) for q, a, t in synth_long.questions(scene, rng, extra, templates)]
         return out, 24
-    for scene in synth.test_scenes(n, seed):
+    types = synth.ALL_TYPES if extra else synth.QUESTION_TYPES
+    for scene in synth.test_scenes(n + skip, seed)[skip:]:
         path = synth.write_mp4(synth.render(scene), folder / f"{scene.name}.mp4")
         for form, templates in (("trained", synth.TEMPLATES), ("held-out", synth.HELD_OUT_TEMPLATES)):
             rng = np.random.default_rng([seed, 95, int(scene.name.split("_")[-1])])
-            out += [(path, q, a, t, form) for q, a, t in synth.questions(scene, rng, synth.ALL_TYPES, templates)]
+            out += [(path, q, a, t, form) for q, a, t in synth.questions(scene, rng, types, templates)]
     return out, None
 
 
@@ -47,13 +50,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clips", type=int, default=60)
     p.add_argument("--long", action="store_true", help="the model is a demo-long kind (implied by demo-long)")
     p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--skip", type=int, default=0,
+                   help="leave out the first N held-out clips: a set of clips that no earlier measure saw")
+    p.add_argument("--extra-types", action="store_true",
+                   help="also the questions the clips cannot answer (yes/no, how many, unknown)")
     args = p.parse_args(argv)
     kind = "demo-long" if args.long or args.model == "demo-long" else "demo"
     qa = VideoQA.from_pretrained(args.model, max_new_tokens=8)
     hits: dict[tuple[str, str], list[bool]] = {}
     wrong: dict[tuple[str, str], list[str]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        items, frames = asked(kind, args.clips, Path(tmp))
+        items, frames = asked(kind, args.clips, Path(tmp), extra=args.extra_types, skip=args.skip)
         for b in range(0, len(items), args.batch):
             chunk = items[b : b + args.batch]
             answers = qa.ask_batch([(v, q) for v, q, *_ in chunk], prune=PruneConfig(method="none"), frames=frames,
@@ -64,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
                 if got != a:
                     wrong.setdefault((t, form), []).append(f"{q!r} -> {got!r} (want {a})")
     types = list(dict.fromkeys(t for t, _ in hits))
-    print(f"Phrasings: {args.model}, {args.clips} held-out clips, each type asked once in a trained and once in a "
-          f"held-out phrasing (unpruned{', 24 uniform frames' if frames else ''}):")
+    after = f" after the first {args.skip}" if args.skip else ""
+    print(f"Phrasings: {args.model}, {args.clips} held-out clips{after}, each type asked once in a trained and "
+          f"once in a held-out phrasing (unpruned{', 24 uniform frames' if frames else ''}):")
     print("| type | n | trained forms % | held-out forms % | held-out / trained |")
     print("|---|---|---|---|---|")
     for t in types:

@@ -178,8 +178,10 @@ def build_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: i
         qas = [synth.questions(scene, rng, types, synth.TEMPLATES)[int(rng.integers(len(types)))]
                for _ in range(int(rng.integers(1, turns + 1)))]
     if vary:
-        change = phrasings.noisy if noise else phrasings.vary
-        qas = [(change(q, rng), a, qtype) for q, a, qtype in qas]
+        if noise:
+            qas = [(phrasings.noisy(q, rng, qtype, scene.colour, scene.shape), a, qtype) for q, a, qtype in qas]
+        else:
+            qas = [(phrasings.vary(q, rng), a, qtype) for q, a, qtype in qas]
     weights = {**(type_weights or {}), "direction": dir_weight}
     return pack_turns(tok, [(q, a, weights.get(qtype, 1.0)) for q, a, qtype in qas], n_video, context)
 

@@ -110,6 +110,7 @@ class LongArgs:
     # is trained and no layers are added (--add-layers only says which layers get --old-lr-scale)
     extra_types: int = 0  # 1: also ask the EXTRA_TYPES of synth.short / synth.long (yes/no, how many, "unknown")
     vary: int = 0  # 1: vary each trained question at random (synth.phrasings.vary), the held-out forms never made
+    noise: int = 0  # 1 (with --vary): also filler words in and a droppable word out (synth.phrasings.noisy)
     mc_frac: float = 0.0  # share of steps that are short clips' multiple-choice questions, answered by the letter
 
 
@@ -170,9 +171,19 @@ def questions(scene, rng, idx: list[int] | None, erased: bool, direction: bool =
     return out
 
 
-def sequence(tok, qas, n_video: int, a: LongArgs, rng) -> tuple[list[int], list[float]]:
-    """A packed conversation: the questions as turns in random order while they fit; loss on the answers."""
-    turns = [(phrasings.vary(q, rng) if a.vary else q, ans,
+def sequence(tok, qas, n_video: int, a: LongArgs, rng,
+             main: synth.Scene | None = None) -> tuple[list[int], list[float]]:
+    """A packed conversation: the questions as turns in random order while they fit; loss on the answers. With
+    --noise, a question about the moving shape (`main`) may name it by its colour or shape (phrasings.named)."""
+    def reword(q: str, t: str) -> str:
+        if not a.vary:
+            return q
+        if not a.noise:
+            return phrasings.vary(q, rng)
+        about_main = main is not None and t in synth.QUESTION_TYPES
+        return phrasings.noisy(q, rng, *((t, main.colour, main.shape) if about_main else ()))
+
+    turns = [(reword(q, t), ans,
               a.dir_weight if t == "direction" else a.event_weight if event else 1.0)
              for q, ans, t, event in (qas[k] for k in rng.permutation(len(qas)))]
     return td.pack_turns(tok, turns, n_video, a.context)
@@ -210,7 +221,7 @@ class Data:
         feats = (self.erased[c] if erase else self.feats[c])[idx]
         self.shown.append((synth_long.erased(scene) if erase else scene, idx))
         qas = questions(scene, rng, idx, erase, direction, bool(self.a.extra_types))
-        return sequence(self.tok, qas, len(idx) * self.tpf, self.a, rng), feats
+        return sequence(self.tok, qas, len(idx) * self.tpf, self.a, rng, scene.main), feats
 
     def step(self, step: int, rng):
         a = self.a
@@ -226,7 +237,7 @@ class Data:
             pick = rng.integers(len(self.short), size=n)
             self.shown = [(self.short[i], SHORT_FRAMES) for i in pick]
             return ([sequence(self.tok, questions(self.short[i], rng, None, False, extra=bool(a.extra_types)),
-                              8 * self.tpf, a, rng)
+                              8 * self.tpf, a, rng, self.short[i])
                      for i in pick], [self.short_feats[i] for i in pick], "short")
         if step <= a.curriculum * a.steps or rng.random() < a.window_frac:
             n = a.tokens_per_step // (8 * self.tpf + 80)

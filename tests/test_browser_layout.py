@@ -139,10 +139,13 @@ def test_demo_model_says_what_it_knows_and_every_guess_says_so(desktop, demo_ser
         expect(results(page)).to_have_count(1)
         shown = page.locator("#chat").inner_text()
         assert "Guess" not in shown and "trained on" not in shown
-        ask(page, "Which way does it move?")  # the example: not one of its phrasings
+        ask(page, "Which way does it move?")  # the example, now one of its trained phrasings: no notice
         expect(results(page)).to_have_count(2)
-        expect(rows(page).nth(4)).to_contain_text("Guess: this question")
-        assert "this clip" not in rows(page).nth(4).inner_text()
+        assert "Guess" not in rows(page).nth(4).inner_text()
+        ask(page, "Is there a square?")  # the example of a question the model was not trained to answer
+        expect(results(page)).to_have_count(3)
+        expect(rows(page).nth(6)).to_contain_text("Guess: this question")
+        assert "this clip" not in rows(page).nth(6).inner_text()
     finally:
         page.close()
 

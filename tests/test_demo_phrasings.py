@@ -222,3 +222,28 @@ def test_training_clips_are_rendered_in_a_folder_of_their_own(tmp_path):
     frames = train_demo.clip_frames(scene, tmp_path)
     assert frames.shape == (8, synth.CLIP_SIZE, synth.CLIP_SIZE, 3)
     assert other_run.read_bytes() == b"another run's clip, mid-write" and list(tmp_path.iterdir()) == [other_run]
+
+
+def test_naming_the_object_never_gives_the_answer_away():
+    """`phrasings.named` (train_demo --noise) names the object by the clip's colour or shape so that a colour word
+    in a question says nothing of its type; a colour question never gains the colour, a shape question never the
+    shape, and no held-out form is made."""
+    from videoqa.synth import phrasings
+
+    changed = n = 0
+    rng = np.random.default_rng(0)
+    for qtype in synth.QUESTION_TYPES:
+        for t in synth.TEMPLATES[qtype]:
+            for colour, shape in (("red", "circle"), ("blue", "square")):
+                q = t.format(colour=colour, shape=shape)
+                for _ in range(20):
+                    v = phrasings.named(q, qtype, colour, shape, rng)
+                    if qtype == "colour":
+                        assert v.lower().count(colour) == q.lower().count(colour), (q, v)
+                    if qtype == "shape":
+                        assert v.lower().count(shape) == q.lower().count(shape), (q, v)
+                    noisy = phrasings.noisy(q, rng, qtype, colour, shape)
+                    assert not phrasings.held_out(noisy), (q, noisy)
+                    changed += v != q
+                    n += 1
+    assert changed > 0.3 * n  # most forms have a word for the object to name

@@ -41,11 +41,32 @@ def test_every_generated_question_is_known_however_typed():
         assert c.guess_notice(True, q) is None
 
 
+def test_the_variants_it_was_trained_on_are_known_and_the_held_out_forms_are_not():
+    """The fine-tunes trained on `phrasings.vary`'s variants (colour/color, object/thing, an opener, an ending):
+    those are of its kind. The held-out phrasings were never trained on: they stay guesses, however well the
+    model was measured to answer them."""
+    import numpy as np
+
+    from videoqa.synth import phrasings
+
+    c = card()
+    rng = np.random.default_rng(0)
+    for q in filled()[::7]:
+        for _ in range(5):
+            v = phrasings.vary(q, rng)
+            assert c.knows_question(v), (q, v)
+    for held, fill in ((synth_short.HELD_OUT_TEMPLATES, dict(colour="red", shape="circle", a="square")),
+                       (synth_long.HELD_OUT_TEMPLATES, dict(a="circle", b="square"))):
+        for kind in synth_long.QUESTION_TYPES:
+            for t in held.get(kind, []):
+                assert not c.knows_question(t.format(**fill)), t
+
+
 @pytest.mark.parametrize("question", [
-    "What shape is moving in this video clip?",  # the issue's: a trained form with more words
-    "Which way does it move?", "Is there a square?", "What is the background?",
+    "Is there a square?", "What is the background?",  # the issue's: types it was not trained on
     "Is it moving fast?", "How many objects are there?",
     "Which colour is the hexagon?",  # a form it knows, a word it does not
+    "Where does it go?",  # a direction question in none of its forms
 ])
 def test_questions_unlike_the_trained_forms_are_guesses(question):
     c = card()

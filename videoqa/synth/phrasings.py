@@ -59,6 +59,7 @@ SHORT: dict[str, list[str]] = {
         "Name the colour of the {shape}.",
         "What color is the moving {shape}?",
         "Which colour does the moving shape have?",
+        "Which colour does the {shape} have?",
     ],
     "shape": [
         "What shape is moving?",
@@ -73,6 +74,8 @@ SHORT: dict[str, list[str]] = {
         "What shape is the {colour} thing?",
         "Is it a circle, a square or a triangle?",
         "What shape do you see?",
+        "Which shape does the video show?",
+        "Which shape is the {colour} object?",
     ],
     "direction": [
         "Which direction does the {colour} {shape} move?",
@@ -296,6 +299,13 @@ def _plain(text: str) -> str:
     return " ".join(re.findall(r"[a-z]+", text.lower()))
 
 
+def held_out(question: str) -> bool:
+    """Whether a question is one of the held-out forms (either model's, any words in the blanks), letter case and
+    punctuation aside: what no fine-tune trains on."""
+    plain = _plain(question)
+    return any(p.fullmatch(plain) for p in _held_out_patterns())
+
+
 def vary(question: str, rng: np.random.Generator) -> str:
     """A random variant of a trained question (its answer unchanged): some words swapped for others of the same
     meaning here, maybe an opener, maybe another ending; the question itself when the variant would be a held-out
@@ -313,10 +323,7 @@ def vary(question: str, rng: np.random.Generator) -> str:
     opener = _OPENERS[int(rng.integers(len(_OPENERS)))]
     if opener:
         text = opener + (text if opener.endswith(". ") else text[:1].lower() + text[1:])
-    plain = _plain(text)
-    if any(p.fullmatch(plain) for p in _held_out_patterns()):
-        return question
-    return text
+    return question if held_out(text) else text
 
 
 # `noisy` goes further than `vary` (the fine-tunes' --noise): filler words, some of them made up, are put in and a word
@@ -330,10 +337,39 @@ DROPPABLE = frozenset({"the", "this", "that", "in", "of", "video", "clip", "plea
                        "answer", "look", "at", "about", "now", "here", "it", "you"})
 
 
-def noisy(question: str, rng: np.random.Generator) -> str:
+# Where `noisy` may name the object by what it looks like: "the object" -> "the green object" / "the circle".
+_NOUNS = ("object", "thing", "shape")
+
+
+def named(question: str, qtype: str, colour: str, shape: str, rng: np.random.Generator) -> str:
+    """The question with one word for the object ("object", "thing", "it", or "shape" when it is not the asked-for
+    word) given the clip's colour before it or replaced by the clip's shape name, at random, never naming the answer:
+    so that a colour or shape word in a question says nothing of what the question asks."""
+    words = question.split(" ")
+    spots = [i for i, w in enumerate(words) if w.rstrip("?.,:").lower() in (*_NOUNS, "it")
+             and not (qtype == "shape" and w.rstrip("?.,:").lower() == "shape")
+             and not (i and words[i - 1].lower() in (colour, "what", "which", "of", "kind"))]
+    if not spots or colour in question.lower() and shape in question.lower():
+        return question
+    i = spots[int(rng.integers(len(spots)))]
+    core = words[i].rstrip("?.,:")
+    tail = words[i][len(core):]
+    the = "the " if core.lower() == "it" else ""  # "it" -> "the green object" / "the circle"
+    noun = "object" if the else core
+    if qtype != "colour" and colour not in question.lower() and (qtype == "shape" or rng.random() < 0.5):
+        words[i] = f"{the}{colour} {noun}{tail}"
+    elif qtype != "shape" and shape not in question.lower():
+        words[i] = the + shape + tail
+    return " ".join(words)
+
+
+def noisy(question: str, rng: np.random.Generator, qtype: str = "", colour: str = "", shape: str = "") -> str:
     """`vary`'s variant of a trained question, then maybe one DROPPABLE word dropped and up to two fillers put in;
-    the variant itself when that would be a held-out form."""
+    the variant itself when that would be a held-out form. Given the question's type and the clip's colour and
+    shape, the object is also named by one of them half the time (`named`)."""
     text = vary(question, rng)
+    if qtype and rng.random() < 0.5:
+        text = named(text, qtype, colour, shape, rng)
     words = text.split(" ")
     if rng.random() < 0.3 and len(words) > 3:
         droppable = [i for i, w in enumerate(words[:-1]) if w.rstrip("?.,:").lower() in DROPPABLE]
@@ -342,6 +378,4 @@ def noisy(question: str, rng: np.random.Generator) -> str:
     for _ in range(int(rng.integers(0, 3))):
         words.insert(int(rng.integers(1, len(words))), _FILLERS[int(rng.integers(len(_FILLERS)))])
     out = " ".join(words)
-    if any(p.fullmatch(_plain(out)) for p in _held_out_patterns()):
-        return text
-    return out
+    return text if held_out(out) else out
