@@ -420,6 +420,6 @@ def test_the_model_line_counts_every_clip_a_demo_model_trained_on():
     from videoqa.ui.model_info import _training_clips
 
     demo = json.loads((REPO / "samples" / "demo-model" / "training.json").read_text())
-    assert demo["args"]["train_clips"] == 2000 and demo["stages"]["stage1"]["args"]["train_clips"] == 6000
+    assert demo["args"]["train_clips"] == 1000 and demo["stages"]["stage1"]["args"]["train_clips"] == 6000
     assert _training_clips("demo") == "6,000"
     assert _training_clips("demo-long") == "5,400 long and 4,000 short"
