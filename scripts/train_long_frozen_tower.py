@@ -111,6 +111,8 @@ class LongArgs:
     extra_types: int = 0  # 1: also ask the EXTRA_TYPES of synth.short / synth.long (yes/no, how many, "unknown")
     vary: int = 0  # 1: vary each trained question at random (synth.phrasings.vary), the held-out forms never made
     noise: int = 0  # 1 (with --vary): also filler words in and a droppable word out (synth.phrasings.noisy)
+    type_weights: str = ""  # loss weights by question type, "colour=3,order=2"; they replace --dir-weight and
+    # --event-weight for the types they name
     mc_frac: float = 0.0  # share of steps that are short clips' multiple-choice questions, answered by the letter
 
 
@@ -183,8 +185,9 @@ def sequence(tok, qas, n_video: int, a: LongArgs, rng,
         about_main = main is not None and t in synth.QUESTION_TYPES
         return phrasings.noisy(q, rng, *((t, main.colour, main.shape) if about_main else ()))
 
+    named = {t: float(w) for t, w in (kv.split("=") for kv in a.type_weights.split(",") if kv)}
     turns = [(reword(q, t), ans,
-              a.dir_weight if t == "direction" else a.event_weight if event else 1.0)
+              named.get(t, a.dir_weight if t == "direction" else a.event_weight if event else 1.0))
              for q, ans, t, event in (qas[k] for k in rng.permutation(len(qas)))]
     return td.pack_turns(tok, turns, n_video, a.context)
 
@@ -426,6 +429,9 @@ def parse_args(argv: list[str] | None) -> LongArgs:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
+    types = {kv.split("=")[0] for kv in a.type_weights.split(",") if kv}
+    if unknown := types - set(synth_long.QUESTION_TYPES + synth_long.EXTRA_TYPES + synth.ALL_TYPES):
+        raise SystemExit(f"--type-weights: unknown question types {sorted(unknown)}")
     torch.set_num_threads(a.threads)
     torch.set_flush_denormal(True)  # the identity-initialised layers' tiny values made steps ~2x slower
     t_all = time.time()

@@ -15,12 +15,12 @@ from videoqa.synth import long as synth_long
 from videoqa.synth import short as synth_short
 
 
-def card(name: str = "demo-long") -> ModelInfo:
+def card(name: str = "demo-long", varied: bool = True) -> ModelInfo:
     forms: dict[str, list[str]] = {}
     for templates in (synth_short.SHIPPED_TEMPLATES, synth_long.SHIPPED_TEMPLATES):
         for kind, phrasings in question_forms(templates).items():
             forms.setdefault(kind, []).extend(p for p in phrasings if p not in forms[kind])
-    return ModelInfo(name, "summary", "knows", (synth_long.FPS, synth_short.FPS), forms)
+    return ModelInfo(name, "summary", "knows", (synth_long.FPS, synth_short.FPS), forms, varied)
 
 
 def filled() -> list[str]:
@@ -55,6 +55,9 @@ def test_the_variants_it_was_trained_on_are_known_and_the_held_out_forms_are_not
         for _ in range(5):
             v = phrasings.vary(q, rng)
             assert c.knows_question(v), (q, v)
+    plain = card(varied=False)  # a model not trained on the variants (the shipped demo-long) knows its forms only
+    assert plain.knows_question("What colour is the shape?")
+    assert not plain.knows_question("Answer this: what color is the shape?")
     for held, fill in ((synth_short.HELD_OUT_TEMPLATES, dict(colour="red", shape="circle", a="square")),
                        (synth_long.HELD_OUT_TEMPLATES, dict(a="circle", b="square"))):
         for kind in synth_long.QUESTION_TYPES:

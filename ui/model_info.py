@@ -9,9 +9,9 @@ header: a clip in another format cannot have come from the generator, so its ans
 
 The rule for "a question of its kind" is the phrasings the shipped weights were trained on (`SHIPPED_TEMPLATES`
 of videoqa.synth.short and .long): a question is known when it is one of them with answer words in the blanks,
-letter case, spacing and punctuation aside, and the word swaps, openers and endings the fine-tunes trained on
-(`phrasings.vary`) allowed. Anything else gets the notice, even where the model was measured to answer it (the
-held-out phrasings, docs/demo-models.md): it was never trained on it.
+letter case, spacing and punctuation aside, and, for a model fine-tuned on `phrasings.vary`'s variants (`demo`),
+the word swaps, openers and endings they made allowed. Anything else gets the notice, even where the model was
+measured to answer it (the held-out phrasings, docs/demo-models.md): it was never trained on it.
 """
 
 from __future__ import annotations
@@ -42,13 +42,13 @@ _OPENER = r"(?:(?:please tell me|look at the video|question|answer this|about th
 _ENDING = r"(?: in (?:the|this) video| here| now)?"
 
 
-def _words(text: str) -> str:
-    """A question reduced to what the rule compares: lower-case words, no punctuation, one word of each group
-    that `phrasings.vary` swaps."""
-    return " ".join(_SAME.get(w, w) for w in re.findall(r"[a-z0-9]+", text.lower()))
+def _words(text: str, varied: bool = False) -> str:
+    """A question reduced to what the rule compares: lower-case words, no punctuation; with `varied`, one word of
+    each group that `phrasings.vary` swaps."""
+    return " ".join(_SAME.get(w, w) if varied else w for w in re.findall(r"[a-z0-9]+", text.lower()))
 
 
-def _pattern(form: str) -> str:
+def _pattern(form: str, varied: bool = False) -> str:
     """A phrasing (blanks as [colour], [shape]) as a regular expression over `_words`: each blank one of the
     words the generator puts there."""
     parts = re.split(r"\[(\w+)\]", form)
@@ -57,7 +57,7 @@ def _pattern(form: str) -> str:
         if i % 2:
             out.append("(?:" + "|".join(map(re.escape, _FILL.get(part, [part]))) + ")")
         elif _words(part):
-            out.append(re.escape(_words(part)))
+            out.append(re.escape(_words(part, varied)))
     return " ".join(out)
 
 
@@ -69,15 +69,16 @@ def question_forms(templates: dict[str, list[str]]) -> dict[str, list[str]]:
 
 _SHORT = (f"the moving shape’s colour ({_or(synth_short.COLOURS)}), its shape ({_or(synth_short.SHAPES)}) and "
           f"the direction it moves ({_or(synth_short.DIRECTIONS)})")
-# name -> (what it was trained on, the questions it answers, the frame rates of its clips, its phrasings)
+# name -> (what it was trained on, the questions it answers, the frame rates of its clips, its phrasings, whether it
+# was trained on their variants too)
 DEMOS = {
     "demo": ("{clips} synthetic clips of one coloured shape crossing a textured background", _SHORT + ", also "
              "as Video-MME’s multiple-choice questions (it replies with the right option’s text)",
-             (synth_short.FPS,), (synth_short.SHIPPED_TEMPLATES,)),
+             (synth_short.FPS,), (synth_short.SHIPPED_TEMPLATES,), True),
     "demo-long": ("synthetic clips of 4–60 s ({clips}) where a shape crosses the frame while something brief "
                   "happens", _SHORT + "; the brief shape’s colour and shape, how many flashes (one to three), "
                   "which of two brief shapes appears first", (synth_long.FPS, synth_short.FPS),
-                  (synth_long.SHIPPED_SHORT_TEMPLATES, synth_long.SHIPPED_TEMPLATES)),
+                  (synth_long.SHIPPED_SHORT_TEMPLATES, synth_long.SHIPPED_TEMPLATES), False),
 }
 ANSWER_WORDS = {"colour": list(synth_short.COLOURS), "shape": list(synth_short.SHAPES),
                 "direction": list(synth_short.DIRECTIONS), "count": list(synth_long.COUNT_WORDS)}
@@ -90,6 +91,7 @@ class ModelInfo:
     knows: str  # demo models: what it was trained on and can answer; empty for a real checkpoint
     fps: tuple[int, ...] = ()  # demo models: the frame rates of the clips it learned
     forms: dict[str, list[str]] = field(default_factory=dict)  # demo models: its phrasings by question type
+    varied: bool = False  # demo models: also trained on `phrasings.vary`'s variants of those phrasings
 
     @property
     def demo(self) -> bool:
@@ -108,9 +110,11 @@ class ModelInfo:
         true for a real checkpoint)."""
         if not self.demo:
             return True
-        words = _words(question)
-        return not phrasings.held_out(question) and any(re.fullmatch(_OPENER + _pattern(t) + _ENDING, words)
-                   for forms in self.forms.values() for t in forms)
+        words = _words(question, self.varied)
+        around = (_OPENER, _ENDING) if self.varied else ("", "")
+        return not phrasings.held_out(question) and any(
+            re.fullmatch(around[0] + _pattern(t, self.varied) + around[1], words)
+            for forms in self.forms.values() for t in forms)
 
     def unlike_notice(self) -> str:
         return (f"⚠️ The {self.name} model was trained only on synthetic clips ({synth_short.CLIP_SIZE}×"
@@ -146,7 +150,7 @@ def describe(qa) -> ModelInfo:
     dtype = str(qa.dtype).removeprefix("torch.")
     size = f"{n_params / 1e9:.2f} B" if n_params >= 1e9 else f"{n_params / 1e6:.2f} M"
     if qa.name in DEMOS:
-        trained, answers, fps, templates = DEMOS[qa.name]
+        trained, answers, fps, templates, varied = DEMOS[qa.name]
         clips = _training_clips(qa.name)
         summary = f"Demo model “{qa.name}” ({size} parameters, {dtype}, {qa.device})."
         knows = (f"Trained only on {trained.format(clips=clips)}. It answers questions about {answers}; "
@@ -156,7 +160,7 @@ def describe(qa) -> ModelInfo:
             for kind, phrasings in question_forms(t).items():
                 forms.setdefault(kind, [])
                 forms[kind] += [p for p in phrasings if p not in forms[kind]]
-        return ModelInfo(qa.name, summary, knows, fps, forms)
+        return ModelInfo(qa.name, summary, knows, fps, forms, varied)
     return ModelInfo(qa.name, f"Model {Path(qa.name).name or qa.name}: {size} parameters, {dtype}, {qa.device}.", "")
 
 
