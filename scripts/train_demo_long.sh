@@ -45,9 +45,10 @@ python -m scripts.train_long_frozen_tower --finetune "$runs/stage5" --out "$runs
     --extra-types 1 --mc-frac 0.2 --max-minutes 45
 echo "the model: $runs/stage6 (copy it to samples/demo-long-model, then: videoqa bench long --sweep --write-card ...)"
 # Not shipped (issue 36; docs/demo-models.md, "Phrasings (demo-long)"): many phrasings with filler words and the moving
-# shape named by its colour or shape, from the shipped model (runs M2 and M3):
+# shape named by its colour or shape, from the shipped model (runs M2, M3, M5):
 #   python -m scripts.train_long_frozen_tower --finetune samples/demo-long-model --out "$runs/phrasings" \
 #       --cache "$runs/cache_phrasings" --long-clips 300 --erase-clips 100 --short-clips 600 --val-long 20 \
 #       --val-short 20 --val-counts 8,24 --steps 1500 --lr 3e-4 --warmup 20 --curriculum 0 --window-frac 0.3 \
 #       --short-frac 0.25 --event-weight 3 --eval-every 750 --vary 1 --noise 1 --max-minutes 60
-#   then --finetune "$runs/phrasings" with --steps 1200 --lr 2e-4 --eval-every 1200
+#   then --finetune "$runs/phrasings" with --steps 1200 --lr 2e-4 --eval-every 1200, then again from that one with
+#   --type-weights colour=3,event_colour=4,event_shape=4,order=3,count=3
