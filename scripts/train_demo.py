@@ -154,6 +154,14 @@ def pack_turns(tok, turns, n_video: int, context: int | None = None) -> tuple[li
     return ids, weights
 
 
+def parse_type_weights(text: str, known) -> dict[str, float]:
+    """--type-weights "shape=2,exists=3" as {type: weight}; SystemExit naming a type not in `known`."""
+    weights = {t: float(w) for t, w in (kv.split("=") for kv in text.split(",") if kv)}
+    if unknown := set(weights) - set(known):
+        raise SystemExit(f"--type-weights: unknown question types {sorted(unknown)}")
+    return weights
+
+
 def warmup_cosine(lr: float, warmup: int, steps: int, floor: float):
     """Learning rate per step: linear warm-up, then a cosine down to `floor` times `lr`."""
     def lr_at(step: int) -> float:
@@ -178,10 +186,8 @@ def build_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: i
         qas = [synth.questions(scene, rng, types, synth.TEMPLATES)[int(rng.integers(len(types)))]
                for _ in range(int(rng.integers(1, turns + 1)))]
     if vary:
-        if noise:
-            qas = [(phrasings.noisy(q, rng, qtype, scene.colour, scene.shape), a, qtype) for q, a, qtype in qas]
-        else:
-            qas = [(phrasings.vary(q, rng), a, qtype) for q, a, qtype in qas]
+        qas = [(phrasings.noisy(q, rng, qtype, scene.colour, scene.shape) if noise else phrasings.vary(q, rng), a,
+                qtype) for q, a, qtype in qas]
     weights = {**(type_weights or {}), "direction": dir_weight}
     return pack_turns(tok, [(q, a, weights.get(qtype, 1.0)) for q, a, qtype in qas], n_video, context)
 
@@ -439,9 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.time()
     losses = []
     model.train()
-    type_weights = {t: float(w) for t, w in (kv.split("=") for kv in a.type_weights.split(",") if kv)}
-    if set(type_weights) - set(synth.ALL_TYPES):
-        raise SystemExit(f"--type-weights: unknown question types {sorted(set(type_weights) - set(synth.ALL_TYPES))}")
+    type_weights = parse_type_weights(a.type_weights, synth.ALL_TYPES)
     step = 0
     for step in range(1, a.steps + 1):
         for g in opt.param_groups:

@@ -173,10 +173,11 @@ def questions(scene, rng, idx: list[int] | None, erased: bool, direction: bool =
     return out
 
 
-def sequence(tok, qas, n_video: int, a: LongArgs, rng,
-             main: synth.Scene | None = None) -> tuple[list[int], list[float]]:
-    """A packed conversation: the questions as turns in random order while they fit; loss on the answers. With
-    --noise, a question about the moving shape (`main`) may name it by its colour or shape (phrasings.named)."""
+def sequence(tok, qas, n_video: int, a: LongArgs, rng, main: synth.Scene | None = None,
+             type_weights: dict[str, float] | None = None) -> tuple[list[int], list[float]]:
+    """A packed conversation: the questions as turns in random order while they fit; loss on the answers (weighted
+    by `type_weights`, else --dir-weight / --event-weight). With --noise, a question about the moving shape (`main`)
+    may name it by its colour or shape (phrasings.named)."""
     def reword(q: str, t: str) -> str:
         if not a.vary:
             return q
@@ -185,7 +186,7 @@ def sequence(tok, qas, n_video: int, a: LongArgs, rng,
         about_main = main is not None and t in synth.QUESTION_TYPES
         return phrasings.noisy(q, rng, *((t, main.colour, main.shape) if about_main else ()))
 
-    named = {t: float(w) for t, w in (kv.split("=") for kv in a.type_weights.split(",") if kv)}
+    named = type_weights or {}
     turns = [(reword(q, t), ans,
               named.get(t, a.dir_weight if t == "direction" else a.event_weight if event else 1.0))
              for q, ans, t, event in (qas[k] for k in rng.permutation(len(qas)))]
@@ -204,6 +205,10 @@ def window(scene: synth_long.LongScene, rng) -> list[int]:
     return sorted(set(need) | {int(i) for i in extra})
 
 
+def type_weights(a: LongArgs) -> dict[str, float]:
+    return td.parse_type_weights(a.type_weights, synth_long.QUESTION_TYPES + synth_long.EXTRA_TYPES + synth.ALL_TYPES)
+
+
 class Data:
     """Cached features and the scenes they belong to; draws one step's sequences."""
 
@@ -213,6 +218,7 @@ class Data:
         self.erased = erased if isinstance(erased, dict) else dict(enumerate(erased))  # clip index -> features
         self.short, self.short_feats = short_train, short_feats
         self.shown, self.targets = [], {}
+        self.type_weights = type_weights(a)
         self.max_frames = (a.context - TEXT_ROOM) // tpf
         self.counts = np.arange(a.min_frames, self.max_frames + 1)
         cost = self.counts * tpf + 80.0
@@ -224,7 +230,7 @@ class Data:
         feats = (self.erased[c] if erase else self.feats[c])[idx]
         self.shown.append((synth_long.erased(scene) if erase else scene, idx))
         qas = questions(scene, rng, idx, erase, direction, bool(self.a.extra_types))
-        return sequence(self.tok, qas, len(idx) * self.tpf, self.a, rng, scene.main), feats
+        return sequence(self.tok, qas, len(idx) * self.tpf, self.a, rng, scene.main, self.type_weights), feats
 
     def step(self, step: int, rng):
         a = self.a
@@ -240,7 +246,7 @@ class Data:
             pick = rng.integers(len(self.short), size=n)
             self.shown = [(self.short[i], SHORT_FRAMES) for i in pick]
             return ([sequence(self.tok, questions(self.short[i], rng, None, False, extra=bool(a.extra_types)),
-                              8 * self.tpf, a, rng, self.short[i])
+                              8 * self.tpf, a, rng, self.short[i], self.type_weights)
                      for i in pick], [self.short_feats[i] for i in pick], "short")
         if step <= a.curriculum * a.steps or rng.random() < a.window_frac:
             n = a.tokens_per_step // (8 * self.tpf + 80)
@@ -429,9 +435,7 @@ def parse_args(argv: list[str] | None) -> LongArgs:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    types = {kv.split("=")[0] for kv in a.type_weights.split(",") if kv}
-    if unknown := types - set(synth_long.QUESTION_TYPES + synth_long.EXTRA_TYPES + synth.ALL_TYPES):
-        raise SystemExit(f"--type-weights: unknown question types {sorted(unknown)}")
+    type_weights(a)  # a bad --type-weights fails now, not after the features are made
     torch.set_num_threads(a.threads)
     torch.set_flush_denormal(True)  # the identity-initialised layers' tiny values made steps ~2x slower
     t_all = time.time()

@@ -60,8 +60,8 @@ def test_the_variants_it_was_trained_on_are_known_and_the_held_out_forms_are_not
     assert not plain.knows_question("Answer this: what color is the shape?")
     for held, fill in ((synth_short.HELD_OUT_TEMPLATES, dict(colour="red", shape="circle", a="square")),
                        (synth_long.HELD_OUT_TEMPLATES, dict(a="circle", b="square"))):
-        for kind in synth_long.QUESTION_TYPES:
-            for t in held.get(kind, []):
+        for kind, forms in held.items():
+            for t in forms if kind in c.forms else []:
                 assert not c.knows_question(t.format(**fill)), t
 
 

@@ -16,6 +16,7 @@ measured to answer it (the held-out phrasings, docs/demo-models.md): it was neve
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ def _words(text: str, varied: bool = False) -> str:
     return " ".join(_SAME.get(w, w) if varied else w for w in re.findall(r"[a-z0-9]+", text.lower()))
 
 
+@functools.cache  # every answer asks about every form
 def _pattern(form: str, varied: bool = False) -> str:
     """A phrasing (blanks as [colour], [shape]) as a regular expression over `_words`: each blank one of the
     words the generator puts there."""

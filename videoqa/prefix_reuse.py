@@ -40,11 +40,10 @@ def prefill_cached(cache: PrefixCache, lm, requests: list[Request], batch: Colla
     if can_share(lm, prefixes, plan, room, bool(whole)):
         state = prefill_shared(lm, prefixes[0], batch.embeds, batch.attention_mask, batch.visual_mask,
                                batch.position_ids, room, adds)
-        state.prefix_hits = [hit for _, hit, _ in found]
-        return state
-    state = prefill_after_prefixes(lm, prefixes, batch.embeds, batch.attention_mask,
-                                   batch.visual_mask, batch.position_ids, plan, clock=clock, whole=whole,
-                                   layer_additions=adds, room=room)
+    else:
+        state = prefill_after_prefixes(lm, prefixes, batch.embeds, batch.attention_mask,
+                                       batch.visual_mask, batch.position_ids, plan, clock=clock, whole=whole,
+                                       layer_additions=adds, room=room)
     for i, prefix in whole.items():
         # A chat goes on from its latest turn: the turn this one extends gives way to it (the clip's prefix stays).
         if len(found[i][2].ids) > lengths[i]:

@@ -275,7 +275,7 @@ class DecodeLoop:
                 if state.shared is not None:  # a clip's questions in one sequence on its one prefix
                     return state.shared.step(self.lm, state, tokens).argmax(-1)
                 if not hooked and not isinstance(state.cache, GrowingCache):  # on the first step: a one-token answer
-                    state.cache = GrowingCache(state.cache, max(1, max_new_tokens - 1))  # never copies the cache
+                    state.cache = GrowingCache(state.cache, self.room(state.plan, max_new_tokens))  # never copies
                 return decode_one_token(self.lm, state, self.lm.embed_tokens(tokens[:, None])).argmax(-1)
             return eager
         # The prefill's cache moves into the static one (`state.cache` becomes it): the KV is never held twice.

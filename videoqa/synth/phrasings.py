@@ -346,19 +346,20 @@ def named(question: str, qtype: str, colour: str, shape: str, rng: np.random.Gen
     word) given the clip's colour before it or replaced by the clip's shape name, at random, never naming the answer:
     so that a colour or shape word in a question says nothing of what the question asks."""
     words = question.split(" ")
+    said = {w.rstrip("?.,:").lower().removesuffix("s") for w in words}  # "circles" names a circle too
     spots = [i for i, w in enumerate(words) if w.rstrip("?.,:").lower() in (*_NOUNS, "it")
              and not (qtype == "shape" and w.rstrip("?.,:").lower() == "shape")
              and not (i and words[i - 1].lower() in (colour, "what", "which", "of", "kind"))]
-    if not spots or colour in question.lower() and shape in question.lower():
+    if not spots or colour in said and shape in said:
         return question
     i = spots[int(rng.integers(len(spots)))]
     core = words[i].rstrip("?.,:")
     tail = words[i][len(core):]
     the = "the " if core.lower() == "it" else ""  # "it" -> "the green object" / "the circle"
     noun = "object" if the else core
-    if qtype != "colour" and colour not in question.lower() and (qtype == "shape" or rng.random() < 0.5):
+    if qtype != "colour" and colour not in said and (qtype == "shape" or rng.random() < 0.5):
         words[i] = f"{the}{colour} {noun}{tail}"
-    elif qtype != "shape" and shape not in question.lower():
+    elif qtype != "shape" and shape not in said:
         words[i] = the + shape + tail
     return " ".join(words)
 
