@@ -111,6 +111,8 @@ class LongArgs:
     extra_types: int = 0  # 1: also ask the EXTRA_TYPES of synth.short / synth.long (yes/no, how many, "unknown")
     vary: int = 0  # 1: vary each trained question at random (synth.phrasings.vary), the held-out forms never made
     noise: int = 0  # 1 (with --vary): also filler words in and a droppable word out (synth.phrasings.noisy)
+    compose: float = 0.0  # share of a long clip's questions built from parts (synth.phrasings.compose), not the table
+    reps: int = 1  # a long view asks each of its questions this many times, each in a phrasing drawn anew
     type_weights: str = ""  # loss weights by question type, "colour=3,order=2"; they replace --dir-weight and
     # --event-weight for the types they name
     mc_frac: float = 0.0  # share of steps that are short clips' multiple-choice questions, answered by the letter
@@ -153,15 +155,24 @@ def tokens_per_frame(model) -> int:
     return (v.image_size // v.patch_size) ** 2 + 1
 
 
+def long_templates(rng, compose: float) -> dict[str, list[str]]:
+    """The table of trained forms, or with chance `compose` one question built from parts for each type."""
+    if compose <= 0 or rng.random() >= compose:
+        return synth_long.TEMPLATES
+    return synth_long.TEMPLATES | {t: [phrasings.compose(t, rng)] for t in phrasings.COMPOSED_TYPES}
+
+
 def questions(scene, rng, idx: list[int] | None, erased: bool, direction: bool = True,
-              extra: bool = False) -> list[tuple]:
+              extra: bool = False, compose: float = 0.0, reps: int = 1) -> list[tuple]:
     """(question, answer, type, is_event) a sequence may ask: event questions only when the frames show the
-    event; about an erased clip the answer is "none" ("zero" flashes). `extra`: the EXTRA_TYPES too."""
+    event; about an erased clip the answer is "none" ("zero" flashes). `extra`: the EXTRA_TYPES too. A long clip's
+    questions are asked `reps` times, each time phrased anew, built from parts with chance `compose`."""
     if not isinstance(scene, synth_long.LongScene):
         types = synth.ALL_TYPES if extra else synth.QUESTION_TYPES
         return [(q, ans, t, False) for q, ans, t in synth.questions(scene, rng, types, synth.TEMPLATES)]
     out = []
-    for q, ans, t in synth_long.questions(scene, rng, extra, synth_long.TEMPLATES):
+    asked = [qa for _ in range(reps) for qa in synth_long.questions(scene, rng, extra, long_templates(rng, compose))]
+    for q, ans, t in asked:
         event = t in synth_long.KIND_TYPES[scene.kind]
         if t == "direction" and not direction:
             continue
@@ -229,7 +240,7 @@ class Data:
         scene = self.long[c]
         feats = (self.erased[c] if erase else self.feats[c])[idx]
         self.shown.append((synth_long.erased(scene) if erase else scene, idx))
-        qas = questions(scene, rng, idx, erase, direction, bool(self.a.extra_types))
+        qas = questions(scene, rng, idx, erase, direction, bool(self.a.extra_types), self.a.compose, self.a.reps)
         return sequence(self.tok, qas, len(idx) * self.tpf, self.a, rng, scene.main, self.type_weights), feats
 
     def step(self, step: int, rng):

@@ -247,3 +247,67 @@ def test_naming_the_object_never_gives_the_answer_away():
                     changed += v != q
                     n += 1
     assert changed > 0.3 * n  # most forms have a word for the object to name
+
+
+def test_one_word_from_a_held_out_form_is_near_it():
+    """`near_held_out`, the guard on built questions: a held-out form, one with a word changed, put in or left out
+    (a blank matches any word) is near; two words away is not."""
+    from videoqa.synth import phrasings
+
+    assert phrasings.near_held_out("Of the {a} and the {b}, which appears first?")
+    assert phrasings.near_held_out("Of the circle and the square, which appears first?")
+    assert phrasings.near_held_out("Of the {a} and the {b}, which comes first?")  # one word changed
+    assert phrasings.near_held_out("What colour was the shape that appeared briefly here?")  # one put in
+    assert phrasings.near_held_out("What colour was shape that appeared briefly?")  # one left out
+    assert not phrasings.near_held_out("Between the {a} and the {b}, which comes first?")
+    assert not phrasings.near_held_out("What colour is the moving shape?")
+
+
+def test_built_questions_stay_away_from_the_held_out_forms_and_keep_their_type_words():
+    """demo-long's --compose: many questions a type, none a held-out form or one word from one, none using a word
+    that only the held-out forms use, each keeping the words that say its type."""
+    import re
+
+    from videoqa.synth import phrasings
+
+    def words(forms) -> set[str]:
+        return {w for f in forms for w in re.findall(r"[a-z]+", f.lower())}
+
+    trained = _all(synth.TEMPLATES) | _all(synth_long.TEMPLATES)
+    varied = {w for group in phrasings._SWAPS for w in group} | words(phrasings._OPENERS + phrasings._ENDINGS)
+    held_only = words(_all(synth.HELD_OUT_TEMPLATES) | _all(synth_long.HELD_OUT_TEMPLATES)) - words(trained) - varied
+    assert held_only  # the guard below has something to guard
+    key = {"colour": "colour", "event_colour": "colour", "shape": "shape|a circle, a square",
+           "event_shape": "shape|a circle, a square", "count": "flash|how many times|how often",
+           "direction": r"\b(way|direction|where|left, right)\b", "order": "first|earlier"}
+    assert set(phrasings.COMPOSED_TYPES) == set(synth_long.QUESTION_TYPES)
+    for qtype in phrasings.COMPOSED_TYPES:
+        forms = phrasings.composed_forms(qtype)
+        assert len(forms) >= 40 and len(set(forms)) == len(forms), qtype
+        assert not words(forms) & held_only, qtype
+        for f in forms:
+            assert not phrasings.near_held_out(f) and re.search(key[qtype], f.lower()), f
+            if qtype == "order":
+                assert "{a}" in f and "{b}" in f
+        event_words = r"brief|moment|second|appears|pops|comes and|shown|other|extra|goes away"
+        events = [f for f in forms if re.search(event_words, f)]
+        assert (len(events) == len(forms)) == qtype.startswith("event_"), qtype  # the object named as asked
+
+
+def test_long_fine_tune_builds_and_repeats_questions_only_when_asked():
+    """train_long_frozen_tower --compose / --reps: at 0 / 1 the questions (and the random draws) are the table's as
+    before; --compose 1 asks built questions; --reps 2 asks each type twice, answers unchanged."""
+    from scripts import train_long_frozen_tower as tl
+    from videoqa.synth import phrasings
+
+    for i, scene in enumerate(synth_long.make_split("train", 9)):
+        idx = list(range(scene.n_frames))
+        ours, theirs = np.random.default_rng(i), np.random.default_rng(i)
+        before = synth_long.questions(scene, theirs, False, synth_long.TEMPLATES)
+        assert [q[:3] for q in tl.questions(scene, ours, idx, False)] == before
+        assert ours.random() == theirs.random()  # no draw more: the recipes before --compose train as they did
+        built = tl.questions(scene, np.random.default_rng(i), idx, False, compose=1.0)
+        assert all(any(_matches(q, f) for f in phrasings.composed_forms(t)) for q, _, t, _ in built), built
+        assert [(a, t) for _, a, t, _ in built] == [(a, t) for _, a, t in before]
+        twice = tl.questions(scene, np.random.default_rng(i), idx, False, compose=0.5, reps=2)
+        assert sorted((a, t) for _, a, t, _ in twice) == sorted(2 * [(a, t) for _, a, t in before])
