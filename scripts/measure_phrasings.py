@@ -23,25 +23,51 @@ from videoqa.synth import long as synth_long
 from videoqa.synth import short as synth
 
 
-def asked(model: str, n: int, folder: Path, seed: int = 0, extra: bool = False,
-          skip: int = 0) -> tuple[list[tuple[Path, str, str, str, str]], int | None]:
-    """(clip, question, answer, type, "trained" | "held-out") for `n` held-out clips after the first `skip`, and
-    the frames to ask at; the eval splits' question types, and with `extra` the EXTRA_TYPES too."""
-    out = []
-    if model == "demo-long":
-        for scene in synth_long.test_scenes(n + skip, seed)[skip:]:
-            path = synth.write_mp4(synth_long.render(scene), folder / f"{scene.name}.mp4", fps=scene.fps)
-            for form, templates in (("trained", synth_long.TEMPLATES), ("held-out", synth_long.HELD_OUT_TEMPLATES)):
-                rng = np.random.default_rng([seed, 95, int(scene.name.split("_")[-1])])
-                out += [(path, q, a, t, form) for q, a, t in synth_long.questions(scene, rng, extra, templates)]
-        return out, 24
+def _one_each(templates: dict[str, list[str]], every: bool) -> list[dict[str, list[str]]]:
+    """The tables to ask a clip from: `templates` itself (one form drawn a type), or with `every` one table per
+    form, so that every form of every type is asked once."""
+    if not every:
+        return [templates]
+    return [{t: [forms[i % len(forms)]] for t, forms in templates.items()}
+            for i in range(max(map(len, templates.values())))]
+
+
+def asked(model: str, n: int, folder: Path, seed: int = 0, extra: bool = False, skip: int = 0,
+          every: bool = False) -> tuple[list[tuple[Path, str, str, str, str, str]], int | None]:
+    """(clip, question, answer, type, "trained" | "held-out", form) for `n` held-out clips after the first `skip`,
+    and the frames to ask at; the eval splits' question types, and with `extra` the EXTRA_TYPES too. A type is
+    asked once a clip in a form drawn at random, or with `every` once in each of its forms."""
+    long = model == "demo-long"
+    pairs = (("trained", synth_long.TEMPLATES), ("held-out", synth_long.HELD_OUT_TEMPLATES)) if long else \
+        (("trained", synth.TEMPLATES), ("held-out", synth.HELD_OUT_TEMPLATES))
     types = synth.ALL_TYPES if extra else synth.QUESTION_TYPES
-    for scene in synth.test_scenes(n + skip, seed)[skip:]:
-        path = synth.write_mp4(synth.render(scene), folder / f"{scene.name}.mp4")
-        for form, templates in (("trained", synth.TEMPLATES), ("held-out", synth.HELD_OUT_TEMPLATES)):
-            rng = np.random.default_rng([seed, 95, int(scene.name.split("_")[-1])])
-            out += [(path, q, a, t, form) for q, a, t in synth.questions(scene, rng, types, templates)]
-    return out, None
+    out = []
+    for scene in (synth_long.test_scenes if long else synth.test_scenes)(n + skip, seed)[skip:]:
+        render = synth_long.render(scene) if long else synth.render(scene)
+        path = synth.write_mp4(render, folder / f"{scene.name}.mp4", **({"fps": scene.fps} if long else {}))
+        for kind, templates in pairs:
+            seen = set()
+            for table in _one_each(templates, every):
+                rng = np.random.default_rng([seed, 95, int(scene.name.split("_")[-1])])
+                got = synth_long.questions(scene, rng, extra, table) if long else \
+                    synth.questions(scene, rng, types, table)
+                for q, a, t in got:
+                    form = _form(table, t, q)
+                    if (t, form) not in seen:  # a type with fewer forms than another repeats none
+                        seen.add((t, form))
+                        out.append((path, q, a, t, kind, form))
+    return out, 24 if long else None
+
+
+def _form(table: dict[str, list[str]], qtype: str, question: str) -> str:
+    """Which of the type's forms in `table` the question was filled in from."""
+    return next(f for f in table[qtype] if _fills(f, question))
+
+
+def _fills(form: str, question: str) -> bool:
+    import re
+    parts = re.split(r"\{\w+\}", form)
+    return re.fullmatch(r"\w+".join(map(re.escape, parts)), question) is not None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,32 +80,46 @@ def main(argv: list[str] | None = None) -> int:
                    help="leave out the first N held-out clips: a set of clips that no earlier measure saw")
     p.add_argument("--extra-types", action="store_true",
                    help="also the questions the clips cannot answer (yes/no, how many, unknown)")
+    p.add_argument("--every-form", action="store_true",
+                   help="ask each clip every form of each type (not one drawn at random), and print each held-out "
+                        "form's accuracy")
     args = p.parse_args(argv)
     kind = "demo-long" if args.long or args.model == "demo-long" else "demo"
     qa = VideoQA.from_pretrained(args.model, max_new_tokens=8)
     hits: dict[tuple[str, str], list[bool]] = {}
     wrong: dict[tuple[str, str], list[str]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        items, frames = asked(kind, args.clips, Path(tmp), extra=args.extra_types, skip=args.skip)
+        items, frames = asked(kind, args.clips, Path(tmp), extra=args.extra_types, skip=args.skip,
+                              every=args.every_form)
+        by_form: dict[tuple[str, str], list[bool]] = {}
         for b in range(0, len(items), args.batch):
             chunk = items[b : b + args.batch]
             answers = qa.ask_batch([(v, q) for v, q, *_ in chunk], prune=PruneConfig(method="none"), frames=frames,
                                    sampler="uniform")
-            for (_, q, a, t, form), ans in zip(chunk, answers, strict=True):
+            for (_, q, a, t, form, template), ans in zip(chunk, answers, strict=True):
                 got = ans.text.strip().lower().strip(".!?,;: ")
                 hits.setdefault((t, form), []).append(got == a)
+                if form == "held-out":
+                    by_form.setdefault((t, template), []).append(got == a)
                 if got != a:
                     wrong.setdefault((t, form), []).append(f"{q!r} -> {got!r} (want {a})")
     types = list(dict.fromkeys(t for t, _ in hits))
     after = f" after the first {args.skip}" if args.skip else ""
-    print(f"Phrasings: {args.model}, {args.clips} held-out clips{after}, each type asked once in a trained and "
-          f"once in a held-out phrasing (unpruned{', 24 uniform frames' if frames else ''}):")
+    how = "in every trained and every held-out phrasing" if args.every_form else \
+        "once in a trained and once in a held-out phrasing"
+    print(f"Phrasings: {args.model}, {args.clips} held-out clips{after}, each type asked {how} "
+          f"(unpruned{', 24 uniform frames' if frames else ''}):")
     print("| type | n | trained forms % | held-out forms % | held-out / trained |")
     print("|---|---|---|---|---|")
     for t in types:
         tr, ho = np.mean(hits[(t, "trained")]), np.mean(hits[(t, "held-out")])
         print(f"| {t} | {len(hits[(t, 'trained')])} | {100 * tr:.1f} | {100 * ho:.1f} | "
               f"{100 * ho / tr if tr else float('nan'):.1f} % |")
+    if args.every_form:
+        print("| type | held-out form | n | % |")
+        print("|---|---|---|---|")
+        for (t, template), got in by_form.items():
+            print(f"| {t} | {template} | {len(got)} | {100 * np.mean(got):.1f} |")
     for key, lines in wrong.items():
         print(f"  wrong {key[0]} ({key[1]}), first of {len(lines)}: " + "; ".join(lines[:3]))
     return 0

@@ -311,3 +311,22 @@ def test_long_fine_tune_builds_and_repeats_questions_only_when_asked():
         assert [(a, t) for _, a, t, _ in built] == [(a, t) for _, a, t in before]
         twice = tl.questions(scene, np.random.default_rng(i), idx, False, compose=0.5, reps=2)
         assert sorted((a, t) for _, a, t, _ in twice) == sorted(2 * [(a, t) for _, a, t in before])
+
+
+@pytest.mark.parametrize("model", ["demo", "demo-long"])
+def test_measure_asks_every_form_once_or_one_drawn_form(model, tmp_path):
+    """scripts/measure_phrasings: by default one trained and one held-out form a type a clip; with --every-form each
+    form of each type exactly once a clip, each question filled in from the form it is counted under."""
+    from scripts import measure_phrasings as mp
+
+    tables = {"trained": synth_long.TEMPLATES, "held-out": synth_long.HELD_OUT_TEMPLATES} if model == "demo-long" \
+        else {"trained": synth.TEMPLATES, "held-out": synth.HELD_OUT_TEMPLATES}
+    drawn, _ = mp.asked(model, 2, tmp_path)
+    every, _ = mp.asked(model, 2, tmp_path, every=True)
+    for items, each in ((drawn, False), (every, True)):
+        per = {}
+        for clip, q, _, t, kind, form in items:
+            assert form in tables[kind][t] and mp._fills(form, q) and "{" not in q
+            per.setdefault((clip, t, kind), []).append(form)
+        for (_, t, kind), forms in per.items():
+            assert sorted(forms) == (sorted(tables[kind][t]) if each else forms) and (each or len(forms) == 1)
