@@ -347,7 +347,7 @@ def _held_out_patterns() -> tuple[re.Pattern, ...]:
 
 
 def _plain(text: str) -> str:
-    return " ".join(re.findall(r"[a-z]+", text.lower()))
+    return " ".join(re.findall(r"[a-z]+", text.lower().replace("'", "")))  # "what's" is one word
 
 
 def held_out(question: str) -> bool:
@@ -456,19 +456,19 @@ _COLOUR_HEADS = ("What colour is {S}?", "Which colour is {S}?", "What is the col
                  "What colour does {S} have?", "Which colour has {S}?", "State the colour of {S}.",
                  "What colour has {S}?", "Give the colour of {S}.", "What is {S}'s colour?", "{S}: what colour is it?",
                  "{S} has which colour?", "{S} is what colour?", "Can you tell me what colour {S} is?",
-                 "Do you know what colour {S} is?")
+                 "Do you know what colour {S} is?", "Colour of {S}?", "{S}'s colour?", "{S}, colour?")
 _SHAPE_HEADS = ("What shape is {S}?", "Which shape is {S}?", "What is the shape of {S}?", "Tell me the shape of {S}.",
                 "Name the shape of {S}.", "What shape does {S} have?", "Which shape does {S} have?",
                 "What kind of shape is {S}?", "Which shape has {S}?", "State the shape of {S}.",
                 "Give the shape of {S}.", "{S}: what shape is it?", "{S} is which shape?",
                 "Is {S} a circle, a square or a triangle?", "Can you tell me what shape {S} is?",
-                "Do you know what shape {S} is?", "{S} has what shape?")
+                "Do you know what shape {S} is?", "{S} has what shape?", "Shape of {S}?", "{S}'s shape?", "{S}, shape?")
 _DIRECTION_HEADS = ("Which way does {S} go?", "Which way does {S} move?", "In which direction does {S} move?",
                     "Where does {S} go?", "What direction does {S} move in?", "Which direction is {S} heading?",
                     "Is {S} going left, right, up or down?", "Where is {S} heading?", "Which way is {S} going?",
                     "In what direction does {S} go?", "{S}: which way does it go?", "Tell me which way {S} moves.",
                     "{S} moves which way?", "Can you tell me which way {S} goes?", "Do you know which way {S} moves?",
-                    "{S} is going in which direction?")
+                    "{S} is going in which direction?", "Direction of {S}?", "{S}'s direction?", "{S}, which way?")
 _FLASHERS = ("the screen", "the background", "the video", "it", "the picture", "the whole screen")
 _COUNT_HEADS = ("How many times does {S} flash?", "How many times does {S} light up?", "How often does {S} flash?",
                 "How many times does {S} turn light?", "How often does {S} light up?", "How many flashes are there?",
@@ -477,7 +477,8 @@ _COUNT_HEADS = ("How many times does {S} flash?", "How many times does {S} light
                 "Count how often {S} flashes.", "How many times does {S} get brighter?",
                 "Tell me how many times {S} flashes.", "How many flashes does {S} have?", "{S} flashes how often?",
                 "Can you tell me how many times {S} flashes?", "Do you know how many flashes there are?",
-                "How many times is {S} lit up?", "Count how many flashes there are.", "How many flashes are shown?")
+                "How many times is {S} lit up?", "Count how many flashes there are.", "How many flashes are shown?",
+                "How many flashes?", "Flashes, how many?", "How many flashes in total?", "Total flashes?")
 _FIRST_VERBS = ("appears", "comes", "shows up", "is shown", "is there", "turns up")
 _ORDER_HEADS = ("Which {V} first, the {a} or the {b}?", "Which shape {V} first: the {a} or the {b}?",
                 "What {V} first, the {a} or the {b}?", "Which object {V} first, the {a} or the {b}?",
@@ -485,7 +486,8 @@ _ORDER_HEADS = ("Which {V} first, the {a} or the {b}?", "Which shape {V} first: 
                 "The {a} or the {b}: which {V} first?", "Which {V} earlier, the {a} or the {b}?",
                 "Tell me which {V} first, the {a} or the {b}.", "Which {V} first of the two, the {a} or the {b}?",
                 "Can you tell me which {V} first, the {a} or the {b}?",
-                "Do you know which {V} first, the {a} or the {b}?", "The {a} or the {b}, which {V} first?")
+                "Do you know which {V} first, the {a} or the {b}?", "The {a} or the {b}, which {V} first?",
+                "First, the {a} or the {b}?", "{V} first: the {a} or the {b}?")
 _COMPOSED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "colour": (_COLOUR_HEADS, _MOVING), "shape": (_SHAPE_HEADS, _MOVING), "direction": (_DIRECTION_HEADS, _MOVING),
     "event_colour": (_COLOUR_HEADS, _BRIEF), "event_shape": (_SHAPE_HEADS, _BRIEF), "count": (_COUNT_HEADS, _FLASHERS),
@@ -497,7 +499,7 @@ COMPOSED_TYPES = tuple(_COMPOSED)
 def _built(head: str, part: str) -> str:
     if "{V}" in head:
         return head.replace("{V}", part)
-    text = head.replace("{S}", part)
+    text = head.replace("{S}", part).replace("it's", "its")
     return text[:1].upper() + text[1:]
 
 
