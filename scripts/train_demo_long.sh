@@ -1,8 +1,9 @@
 #!/bin/bash
-# The one command that makes samples/demo-long-model: five runs of scripts/train_long_frozen_tower.py, each
-# continuing the last (the first makes the tower and its feature cache; the fourth makes a new tower on more clips).
+# The one command that makes samples/demo-long-model: twelve runs of scripts/train_long_frozen_tower.py, each
+# continuing the last (the first makes the tower and its feature cache; the fourth makes a new tower on more clips;
+# the sixth fine-tunes the whole model on more kinds of question, the last six on many phrasings).
 #
-#   OMP_NUM_THREADS=1 bash scripts/train_demo_long.sh            # ~4 h on one CPU core; RUNS=dir to move the runs
+#   OMP_NUM_THREADS=1 bash scripts/train_demo_long.sh            # ~6.5 h on one CPU core; RUNS=dir to move the runs
 #
 # Why five runs and not one: the recipe was found while it trained. Stage 1 is the recipe's default schedule,
 # stopped half-way; stage 2 drops the curriculum and weights the event answers more; stage 3 adds 1,200 clips
@@ -43,12 +44,30 @@ python -m scripts.train_long_frozen_tower --finetune "$runs/stage5" --out "$runs
     --long-clips 300 --erase-clips 100 --short-clips 600 --val-long 20 --val-short 20 --val-counts 8,24 --steps 300 \
     --lr 3e-4 --warmup 20 --curriculum 0 --window-frac 0.3 --short-frac 0.25 --event-weight 3 --eval-every 100 \
     --extra-types 1 --mc-frac 0.2 --max-minutes 45
-echo "the model: $runs/stage6 (copy it to samples/demo-long-model, then: videoqa bench long --sweep --write-card ...)"
-# Not shipped (issue 36; docs/demo-models.md, "Phrasings (demo-long)"): many phrasings with filler words and the moving
-# shape named by its colour or shape, from the shipped model (runs M2, M3, M5):
-#   python -m scripts.train_long_frozen_tower --finetune samples/demo-long-model --out "$runs/phrasings" \
-#       --cache "$runs/cache_phrasings" --long-clips 300 --erase-clips 100 --short-clips 600 --val-long 20 \
-#       --val-short 20 --val-counts 8,24 --steps 1500 --lr 3e-4 --warmup 20 --curriculum 0 --window-frac 0.3 \
-#       --short-frac 0.25 --event-weight 3 --eval-every 750 --vary 1 --noise 1 --max-minutes 60
-#   then --finetune "$runs/phrasings" with --steps 1200 --lr 2e-4 --eval-every 1200, then again from that one with
-#   --type-weights colour=3,event_colour=4,event_shape=4,order=3,count=3
+# Stage 7, six fine-tunes of stage 6 on many phrasings (issue 36; docs/demo-models.md, "Phrasings (demo-long)"):
+# every trained form varied with filler words and the moving shape named by its colour or shape (--vary 1 --noise 1),
+# then also questions built from parts (--compose, phrasings.compose) asked twice a view (--reps 2). The parts and
+# the held-out guard grew between runs, so each run is made by the code of the commit it was trained with.
+at() {  # at COMMIT ARGS...: train_long_frozen_tower as it was at COMMIT
+    local code="$runs/code-$1"
+    [ -d "$code" ] || { mkdir -p "$code"; git archive "$1" videoqa scripts | tar -x -C "$code"; }
+    shift
+    (cd "$code" && PYTHONPATH="$code" python -m scripts.train_long_frozen_tower "$@")
+}
+phr=(--cache "$(realpath "$runs")/cache7" --long-clips 300 --erase-clips 100 --short-clips 600 --val-long 20
+     --val-short 20 --val-counts 8,24 --curriculum 0 --window-frac 0.3 --short-frac 0.25 --event-weight 3 --warmup 20
+     --vary 1 --noise 1 --max-minutes 60)
+r=$(realpath "$runs")
+weights=colour=3,event_colour=4,event_shape=4,order=3,count=3
+at 4d8d93b --finetune "$r/stage6" --out "$r/stage7-m2" "${phr[@]}" --steps 1500 --lr 3e-4 --eval-every 750
+at 4d8d93b --finetune "$r/stage7-m2" --out "$r/stage7-m3" "${phr[@]}" --steps 1200 --lr 2e-4 --eval-every 1200
+at 4d8d93b --finetune "$r/stage7-m3" --out "$r/stage7-m5" "${phr[@]}" --steps 1200 --lr 2e-4 --eval-every 1200 \
+    --type-weights $weights
+at 83ff5a8 --finetune "$r/stage7-m5" --out "$r/stage7-n2" "${phr[@]}" --steps 1200 --lr 2e-4 --eval-every 1200 \
+    --type-weights $weights --compose 0.5 --reps 2
+at 1506c28 --finetune "$r/stage7-n2" --out "$r/stage7-o1" "${phr[@]}" --steps 1200 --lr 2e-4 --eval-every 1200 \
+    --type-weights $weights --compose 0.6 --reps 2
+at 11cbf0f --finetune "$r/stage7-o1" --out "$r/stage7" "${phr[@]}" --steps 1200 --lr 1.5e-4 --eval-every 1200 \
+    --type-weights colour=3,event_colour=4,event_shape=5,order=3,count=6 --compose 0.6 --reps 2
+echo "the model: $r/stage7 (copy it with stage 6's videoqa.json to samples/demo-long-model, then:"
+echo "  videoqa bench long --sweep --clips 60 --write-card samples/demo-long-model)"

@@ -123,3 +123,30 @@ def test_the_default_r_reason_names_the_paper_only_for_its_r():
         limits = Limits(big, big, False, False, False, policy.base_frames, big)
         _, bound, why = _kept_tokens(policy.base_frames, 65, limits, policy)
         assert bound == "default" and ("the paper's" in why) == paper, why
+
+
+def test_demo_long_knows_its_built_questions_and_never_a_held_out_one():
+    """demo-long was fine-tuned on `phrasings.compose`'s questions too (issue 36): filled in, however typed, they are
+    of its kind; every held-out form stays a guess; the card lists a few of them, not all."""
+    import types
+
+    import numpy as np
+    import torch
+    from videoqa.ui.model_info import describe
+
+    from videoqa.synth import phrasings
+
+    qa = types.SimpleNamespace(name="demo-long", model=torch.nn.Linear(2, 2), dtype=torch.float32, device="cpu")
+    c = describe(qa)
+    rng = np.random.default_rng(0)
+    for qtype in phrasings.COMPOSED_TYPES:
+        for _ in range(40):
+            q = phrasings.compose(qtype, rng).format(a="circle", b="square")
+            assert c.knows_question(q) and c.knows_question(q.upper() + " "), q
+            assert c.knows_question(phrasings.vary(q, rng)), q
+    for forms in synth_long.HELD_OUT_TEMPLATES.values():
+        for f in forms:
+            assert not c.knows_question(f.format(a="circle", b="square")), f
+    assert not c.knows_question("What is the flash count of the video?")
+    listed = c.forms_markdown()
+    assert "questions built from the same parts" in listed and len(listed) < 8000

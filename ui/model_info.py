@@ -76,11 +76,11 @@ _SHORT = (f"the moving shape’s colour ({_or(synth_short.COLOURS)}), its shape 
 DEMOS = {
     "demo": ("{clips} synthetic clips of one coloured shape crossing a textured background", _SHORT + ", also "
              "as Video-MME’s multiple-choice questions (it replies with the right option’s text)",
-             (synth_short.FPS,), (synth_short.SHIPPED_TEMPLATES,), True),
+             (synth_short.FPS,), (synth_short.SHIPPED_TEMPLATES,), True, ()),
     "demo-long": ("synthetic clips of 4–60 s ({clips}) where a shape crosses the frame while something brief "
                   "happens", _SHORT + "; the brief shape’s colour and shape, how many flashes (one to three), "
                   "which of two brief shapes appears first", (synth_long.FPS, synth_short.FPS),
-                  (synth_long.SHIPPED_SHORT_TEMPLATES, synth_long.SHIPPED_TEMPLATES), False),
+                  (synth_long.SHIPPED_SHORT_TEMPLATES, synth_long.SHIPPED_TEMPLATES), True, phrasings.COMPOSED_TYPES),
 }
 ANSWER_WORDS = {"colour": list(synth_short.COLOURS), "shape": list(synth_short.SHAPES),
                 "direction": list(synth_short.DIRECTIONS), "count": list(synth_long.COUNT_WORDS)}
@@ -94,6 +94,8 @@ class ModelInfo:
     fps: tuple[int, ...] = ()  # demo models: the frame rates of the clips it learned
     forms: dict[str, list[str]] = field(default_factory=dict)  # demo models: its phrasings by question type
     varied: bool = False  # demo models: also trained on `phrasings.vary`'s variants of those phrasings
+    built: dict[str, list[str]] = field(default_factory=dict)  # demo-long: `phrasings.compose`'s questions, by type
+    # (too many for the card's list: it shows a few)
 
     @property
     def demo(self) -> bool:
@@ -112,11 +114,14 @@ class ModelInfo:
         true for a real checkpoint)."""
         if not self.demo:
             return True
-        words = _words(question, self.varied)
+        return not phrasings.held_out(question) and self._known.fullmatch(_words(question, self.varied)) is not None
+
+    @functools.cached_property
+    def _known(self) -> re.Pattern:
+        """One expression for every phrasing (thousands for demo-long): compiled once a card, not once a form."""
         around = (_OPENER, _ENDING) if self.varied else ("", "")
-        return not phrasings.held_out(question) and any(
-            re.fullmatch(around[0] + _pattern(t, self.varied) + around[1], words)
-            for forms in self.forms.values() for t in forms)
+        forms = {_pattern(t, self.varied) for table in (self.forms, self.built) for fs in table.values() for t in fs}
+        return re.compile(around[0] + "(?:" + "|".join(sorted(forms)) + ")" + around[1])
 
     def unlike_notice(self) -> str:
         return (f"⚠️ The {self.name} model was trained only on synthetic clips ({synth_short.CLIP_SIZE}×"
@@ -143,6 +148,10 @@ class ModelInfo:
         for kind, forms in self.forms.items():
             answers = ANSWER_WORDS.get(kind.removeprefix("event_"), ANSWER_WORDS["shape"] if kind == "order" else [])
             rows.append(f"- **{kind.replace('_', ' ')}** ({', '.join(answers)}): " + " · ".join(forms))
+        if self.built:
+            n = sum(map(len, self.built.values()))
+            some = [forms[len(forms) // 2] for forms in self.built.values()]
+            rows.append(f"- and {n:,} questions built from the same parts, such as " + " · ".join(some))
         return "\n".join(rows)
 
 
@@ -152,17 +161,18 @@ def describe(qa) -> ModelInfo:
     dtype = str(qa.dtype).removeprefix("torch.")
     size = f"{n_params / 1e9:.2f} B" if n_params >= 1e9 else f"{n_params / 1e6:.2f} M"
     if qa.name in DEMOS:
-        trained, answers, fps, templates, varied = DEMOS[qa.name]
+        trained, answers, fps, templates, varied, built = DEMOS[qa.name]
         clips = _training_clips(qa.name)
         summary = f"Demo model “{qa.name}” ({size} parameters, {dtype}, {qa.device})."
         knows = (f"Trained only on {trained.format(clips=clips)}. It answers questions about {answers}; "
                  "about any other clip its answers are guesses.")
         forms: dict[str, list[str]] = {}
         for t in templates:
-            for kind, phrasings in question_forms(t).items():
+            for kind, listed in question_forms(t).items():
                 forms.setdefault(kind, [])
-                forms[kind] += [p for p in phrasings if p not in forms[kind]]
-        return ModelInfo(qa.name, summary, knows, fps, forms, varied)
+                forms[kind] += [p for p in listed if p not in forms[kind]]
+        built_forms = question_forms({t: list(phrasings.composed_forms(t)) for t in built})
+        return ModelInfo(qa.name, summary, knows, fps, forms, varied, built_forms)
     return ModelInfo(qa.name, f"Model {Path(qa.name).name or qa.name}: {size} parameters, {dtype}, {qa.device}.", "")
 
 

@@ -73,8 +73,9 @@ HELD_OUT_TEMPLATES: dict[str, list[str]] = phrasings.LONG_HELD_OUT
 # The eval splits' phrasings: the first two of each type, the forms the shipped weights were first trained on
 EVAL_TEMPLATES: dict[str, list[str]] = {qtype: forms[:2] for qtype, forms in TEMPLATES.items()}
 # What the shipped demo-long weights were trained on (see short.py): the long clips' questions, and the short clips'
-SHIPPED_TEMPLATES: dict[str, list[str]] = {qtype: EVAL_TEMPLATES[qtype] for qtype in QUESTION_TYPES}
-SHIPPED_SHORT_TEMPLATES: dict[str, list[str]] = {qtype: synth.EVAL_TEMPLATES[qtype] for qtype in synth.QUESTION_TYPES}
+# (and `phrasings.compose`'s questions built from parts)
+SHIPPED_TEMPLATES: dict[str, list[str]] = {qtype: TEMPLATES[qtype] for qtype in QUESTION_TYPES}
+SHIPPED_SHORT_TEMPLATES: dict[str, list[str]] = {qtype: synth.TEMPLATES[qtype] for qtype in synth.QUESTION_TYPES}
 
 
 @dataclass
