@@ -49,8 +49,8 @@ from scripts import train_demo as td
 from scripts.long_val import evaluate, forward, score
 from videoqa.models.tiny import VIDEO_ID  # noqa: E402
 from videoqa.safe_load import LOAD_KWARGS  # noqa: E402
+from videoqa.synth import built, phrasings  # noqa: E402
 from videoqa.synth import long as synth_long  # noqa: E402
-from videoqa.synth import phrasings  # noqa: E402
 from videoqa.synth import short as synth  # noqa: E402
 
 HERE = Path(__file__).resolve().parents[1] / "samples"
@@ -111,7 +111,7 @@ class LongArgs:
     extra_types: int = 0  # 1: also ask the EXTRA_TYPES of synth.short / synth.long (yes/no, how many, "unknown")
     vary: int = 0  # 1: vary each trained question at random (synth.phrasings.vary), the held-out forms never made
     noise: int = 0  # 1 (with --vary): also filler words in and a droppable word out (synth.phrasings.noisy)
-    compose: float = 0.0  # share of a long clip's questions built from parts (synth.phrasings.compose), not the table
+    compose: float = 0.0  # share of a long clip's questions built from parts (synth.built.compose), not the table
     reps: int = 1  # a long view asks each of its questions this many times, each in a phrasing drawn anew
     type_weights: str = ""  # loss weights by question type, "colour=3,order=2"; they replace --dir-weight and
     # --event-weight for the types they name
@@ -159,7 +159,7 @@ def long_templates(rng, compose: float) -> dict[str, list[str]]:
     """The table of trained forms, or with chance `compose` one question built from parts for each type."""
     if compose <= 0 or rng.random() >= compose:
         return synth_long.TEMPLATES
-    return synth_long.TEMPLATES | {t: [phrasings.compose(t, rng)] for t in phrasings.COMPOSED_TYPES}
+    return synth_long.TEMPLATES | {t: [built.compose(t, rng)] for t in built.COMPOSED_TYPES}
 
 
 def questions(scene, rng, idx: list[int] | None, erased: bool, direction: bool = True,

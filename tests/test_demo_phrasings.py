@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from videoqa.synth import built, held_out
 from videoqa.synth import long as synth_long
 from videoqa.synth import short as synth
 
@@ -110,7 +111,7 @@ def test_noisy_never_makes_a_held_out_form(monkeypatch):
 
     from videoqa.synth import phrasings
 
-    monkeypatch.setattr(phrasings, "_held_out_patterns", lambda: (re.compile(r".*"),))
+    monkeypatch.setattr(held_out, "_held_out_patterns", lambda: (re.compile(r".*"),))
     for t in sorted(_all(synth.TEMPLATES)):
         q = t.format(colour="red", shape="circle", a="square", b="triangle")
         assert {phrasings.noisy(q, np.random.default_rng(seed)) for seed in range(10)} == {q}
@@ -252,15 +253,14 @@ def test_naming_the_object_never_gives_the_answer_away():
 def test_one_word_from_a_held_out_form_is_near_it():
     """`near_held_out`, the guard on built questions: a held-out form, one with a word changed, put in or left out
     (a blank matches any word) is near; two words away is not."""
-    from videoqa.synth import phrasings
 
-    assert phrasings.near_held_out("Of the {a} and the {b}, which appears first?")
-    assert phrasings.near_held_out("Of the circle and the square, which appears first?")
-    assert phrasings.near_held_out("Of the {a} and the {b}, which comes first?")  # one word changed
-    assert phrasings.near_held_out("What colour was the shape that appeared briefly here?")  # one put in
-    assert phrasings.near_held_out("What colour was shape that appeared briefly?")  # one left out
-    assert not phrasings.near_held_out("Between the {a} and the {b}, which comes first?")
-    assert not phrasings.near_held_out("What colour is the moving shape?")
+    assert built.near_held_out("Of the {a} and the {b}, which appears first?")
+    assert built.near_held_out("Of the circle and the square, which appears first?")
+    assert built.near_held_out("Of the {a} and the {b}, which comes first?")  # one word changed
+    assert built.near_held_out("What colour was the shape that appeared briefly here?")  # one put in
+    assert built.near_held_out("What colour was shape that appeared briefly?")  # one left out
+    assert not built.near_held_out("Between the {a} and the {b}, which comes first?")
+    assert not built.near_held_out("What colour is the moving shape?")
 
 
 def test_built_questions_stay_away_from_the_held_out_forms_and_keep_their_type_words():
@@ -280,13 +280,13 @@ def test_built_questions_stay_away_from_the_held_out_forms_and_keep_their_type_w
     key = {"colour": "colour", "event_colour": "colour", "shape": "shape|a circle, a square",
            "event_shape": "shape|a circle, a square", "count": "flash|how many times|how often",
            "direction": r"\b(way|direction|where|left, right)\b", "order": "first|earlier"}
-    assert set(phrasings.COMPOSED_TYPES) == set(synth_long.QUESTION_TYPES)
-    for qtype in phrasings.COMPOSED_TYPES:
-        forms = phrasings.composed_forms(qtype)
+    assert set(built.COMPOSED_TYPES) == set(synth_long.QUESTION_TYPES)
+    for qtype in built.COMPOSED_TYPES:
+        forms = built.composed_forms(qtype)
         assert len(forms) >= 40 and len(set(forms)) == len(forms), qtype
         assert not words(forms) & held_only, qtype
         for f in forms:
-            assert not phrasings.near_held_out(f) and re.search(key[qtype], f.lower()), f
+            assert not built.near_held_out(f) and re.search(key[qtype], f.lower()), f
             if qtype == "order":
                 assert "{a}" in f and "{b}" in f
         event_words = r"brief|moment|second|appears|pops|comes and|shown|other|extra|goes away"
@@ -298,7 +298,6 @@ def test_long_fine_tune_builds_and_repeats_questions_only_when_asked():
     """train_long_frozen_tower --compose / --reps: at 0 / 1 the questions (and the random draws) are the table's as
     before; --compose 1 asks built questions; --reps 2 asks each type twice, answers unchanged."""
     from scripts import train_long_frozen_tower as tl
-    from videoqa.synth import phrasings
 
     for i, scene in enumerate(synth_long.make_split("train", 9)):
         idx = list(range(scene.n_frames))
@@ -306,9 +305,9 @@ def test_long_fine_tune_builds_and_repeats_questions_only_when_asked():
         before = synth_long.questions(scene, theirs, False, synth_long.TEMPLATES)
         assert [q[:3] for q in tl.questions(scene, ours, idx, False)] == before
         assert ours.random() == theirs.random()  # no draw more: the recipes before --compose train as they did
-        built = tl.questions(scene, np.random.default_rng(i), idx, False, compose=1.0)
-        assert all(any(_matches(q, f) for f in phrasings.composed_forms(t)) for q, _, t, _ in built), built
-        assert [(a, t) for _, a, t, _ in built] == [(a, t) for _, a, t in before]
+        made = tl.questions(scene, np.random.default_rng(i), idx, False, compose=1.0)
+        assert all(any(_matches(q, f) for f in built.composed_forms(t)) for q, _, t, _ in made), made
+        assert [(a, t) for _, a, t, _ in made] == [(a, t) for _, a, t in before]
         twice = tl.questions(scene, np.random.default_rng(i), idx, False, compose=0.5, reps=2)
         assert sorted((a, t) for _, a, t, _ in twice) == sorted(2 * [(a, t) for _, a, t in before])
 

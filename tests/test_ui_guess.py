@@ -11,6 +11,7 @@ from videoqa.ui.model_info import ModelInfo, question_forms, suggestions
 from videoqa.ui.present import plain_summary
 from videoqa.ui.turns import with_times
 
+from videoqa.synth import built
 from videoqa.synth import long as synth_long
 from videoqa.synth import short as synth_short
 
@@ -55,7 +56,7 @@ def test_the_variants_it_was_trained_on_are_known_and_the_held_out_forms_are_not
         for _ in range(5):
             v = phrasings.vary(q, rng)
             assert c.knows_question(v), (q, v)
-    plain = card(varied=False)  # a model not trained on the variants (the shipped demo-long) knows its forms only
+    plain = card(varied=False)  # a model not trained on the variants knows its forms only
     assert plain.knows_question("What colour is the shape?")
     assert not plain.knows_question("Answer this: what color is the shape?")
     for held, fill in ((synth_short.HELD_OUT_TEMPLATES, dict(colour="red", shape="circle", a="square")),
@@ -126,7 +127,7 @@ def test_the_default_r_reason_names_the_paper_only_for_its_r():
 
 
 def test_demo_long_knows_its_built_questions_and_never_a_held_out_one():
-    """demo-long was fine-tuned on `phrasings.compose`'s questions too (issue 36): filled in, however typed, they are
+    """demo-long was fine-tuned on `built.compose`'s questions too (issue 36): filled in, however typed, they are
     of its kind; every held-out form stays a guess; the card lists a few of them, not all."""
     import types
 
@@ -139,9 +140,9 @@ def test_demo_long_knows_its_built_questions_and_never_a_held_out_one():
     qa = types.SimpleNamespace(name="demo-long", model=torch.nn.Linear(2, 2), dtype=torch.float32, device="cpu")
     c = describe(qa)
     rng = np.random.default_rng(0)
-    for qtype in phrasings.COMPOSED_TYPES:
+    for qtype in built.COMPOSED_TYPES:
         for _ in range(40):
-            q = phrasings.compose(qtype, rng).format(a="circle", b="square")
+            q = built.compose(qtype, rng).format(a="circle", b="square")
             assert c.knows_question(q) and c.knows_question(q.upper() + " "), q
             assert c.knows_question(phrasings.vary(q, rng)), q
     for forms in synth_long.HELD_OUT_TEMPLATES.values():

@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-from . import phrasings
+from . import held_out, phrasings
 from . import short as synth
 
 FPS = 4
@@ -69,11 +69,11 @@ KIND_TYPES = {"object": ["event_colour", "event_shape"], "flash": ["count"], "or
 EXTRA_TYPES = ["unknown"]  # trained, never in an eval split (phrasings.py says what it answers)
 # Phrasings per type; "{a}"/"{b}" are the two shapes an order question names. HELD_OUT_TEMPLATES: never trained on.
 TEMPLATES: dict[str, list[str]] = phrasings.LONG
-HELD_OUT_TEMPLATES: dict[str, list[str]] = phrasings.LONG_HELD_OUT
+HELD_OUT_TEMPLATES: dict[str, list[str]] = held_out.LONG_HELD_OUT
 # The eval splits' phrasings: the first two of each type, the forms the shipped weights were first trained on
 EVAL_TEMPLATES: dict[str, list[str]] = {qtype: forms[:2] for qtype, forms in TEMPLATES.items()}
 # What the shipped demo-long weights were trained on (see short.py): the long clips' questions, and the short clips'
-# (and `phrasings.compose`'s questions built from parts)
+# (and `built.compose`'s questions built from parts)
 SHIPPED_TEMPLATES: dict[str, list[str]] = {qtype: TEMPLATES[qtype] for qtype in QUESTION_TYPES}
 SHIPPED_SHORT_TEMPLATES: dict[str, list[str]] = {qtype: synth.TEMPLATES[qtype] for qtype in synth.QUESTION_TYPES}
 

@@ -27,7 +27,7 @@ import av
 import numpy as np
 from PIL import Image, ImageDraw
 
-from . import phrasings
+from . import held_out, phrasings
 
 COLOURS: dict[str, tuple[int, int, int]] = {
     "red": (220, 40, 40),
@@ -47,7 +47,7 @@ ALL_TYPES = QUESTION_TYPES + EXTRA_TYPES
 # Phrasings per type (phrasings.py says what the extra types answer); "{colour}"/"{shape}" are filled with the
 # clip's own attributes, "{a}" with the shape an `exists` question names. HELD_OUT_TEMPLATES are never trained on.
 TEMPLATES: dict[str, list[str]] = phrasings.SHORT
-HELD_OUT_TEMPLATES: dict[str, list[str]] = phrasings.SHORT_HELD_OUT
+HELD_OUT_TEMPLATES: dict[str, list[str]] = held_out.SHORT_HELD_OUT
 # The eval splits' phrasings: the first three of each type, the forms the shipped weights were first trained on, so a
 # split (and every figure measured on one) asks the same questions whatever phrasings training adds.
 EVAL_TEMPLATES: dict[str, list[str]] = {qtype: forms[:3] for qtype, forms in TEMPLATES.items()}
