@@ -66,14 +66,25 @@ def test_the_variants_it_was_trained_on_are_known_and_the_held_out_forms_are_not
                 assert not c.knows_question(t.format(**fill)), t
 
 
+def shipped_card(name: str) -> ModelInfo:
+    """The card the web chat builds for a shipped demo model (`describe`), its weights aside."""
+    import types
+
+    import torch
+    from videoqa.ui.model_info import describe
+
+    return describe(types.SimpleNamespace(name=name, model=torch.nn.Linear(2, 2), dtype=torch.float32, device="cpu"))
+
+
+@pytest.mark.parametrize("name", ["demo", "demo-long"])
 @pytest.mark.parametrize("question", [
     "Is there a square?", "What is the background?",  # the issue's: types it was not trained on
     "Is it moving fast?", "How many objects are there?",
     "Which colour is the hexagon?",  # a form it knows, a word it does not
-    "Where does it go?",  # a direction question in none of its forms
+    "Which path does it take?",  # a direction question in none of its forms, trained or built
 ])
-def test_questions_unlike_the_trained_forms_are_guesses(question):
-    c = card()
+def test_questions_unlike_the_trained_forms_are_guesses(question, name):
+    c = shipped_card(name)
     assert not c.knows_question(question)
     notice = c.guess_notice(True, question)
     assert notice and "this question" in notice and "this clip" not in notice
@@ -129,16 +140,11 @@ def test_the_default_r_reason_names_the_paper_only_for_its_r():
 def test_demo_long_knows_its_built_questions_and_never_a_held_out_one():
     """demo-long was fine-tuned on `built.compose`'s questions too (issue 36): filled in, however typed, they are
     of its kind; every held-out form stays a guess; the card lists a few of them, not all."""
-    import types
-
     import numpy as np
-    import torch
-    from videoqa.ui.model_info import describe
 
     from videoqa.synth import phrasings
 
-    qa = types.SimpleNamespace(name="demo-long", model=torch.nn.Linear(2, 2), dtype=torch.float32, device="cpu")
-    c = describe(qa)
+    c = shipped_card("demo-long")
     rng = np.random.default_rng(0)
     for qtype in built.COMPOSED_TYPES:
         for _ in range(40):

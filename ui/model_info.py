@@ -37,11 +37,18 @@ def _or(words) -> str:
 _FILL = {"colour": list(synth_short.COLOURS), "shape": list(synth_short.SHAPES)}  # what the generator puts in blanks
 
 
-# The fine-tunes also trained on `phrasings.vary`'s variants of each form: these words count as one, and its
-# openers and endings may be there or not.
-_SAME = {"color": "colour", "thing": "object", "clip": "video", "goes": "moves", "go": "move"}
-_OPENER = r"(?:(?:please tell me|look at the video|question|answer this|about the video) )?"
-_ENDING = r"(?: in (?:the|this) video| here| now)?"
+# The fine-tunes also trained on `phrasings.vary`'s variants of each form: the words it swaps count as one, and its
+# openers and endings may be there or not (read from `vary`'s own lists, so the rule follows them).
+_SAME = {word: group[0] for group in phrasings.SWAPS for word in group}
+
+
+def _optional(parts) -> str:
+    words = sorted({" ".join(re.findall(r"[a-z0-9]+", p.lower())) for p in parts} - {""})
+    return "(?:" + "|".join(map(re.escape, words)) + ")"
+
+
+_OPENER = f"(?:{_optional(phrasings.OPENERS)} )?"
+_ENDING = f"(?: {_optional(phrasings.ENDINGS)})?"
 
 
 def _words(text: str, varied: bool = False) -> str:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from functools import cache
 
 import numpy as np
 
-from videoqa.synth.held_out import LONG_HELD_OUT, SHORT_HELD_OUT, plain
+from videoqa.synth import held_out
 
 # demo-long's fine-tunes also build questions from parts (`compose`, train_long_frozen_tower --compose): a head that
 # says what is asked ("What colour is", "Which shape has", "How often does") joined to the words for what it is asked
@@ -81,8 +80,7 @@ def _built(head: str, part: str) -> str:
 
 @cache
 def _held_out_words() -> tuple[tuple[str, ...], ...]:
-    forms = [t for table in (SHORT_HELD_OUT, LONG_HELD_OUT) for ts in table.values() for t in ts]
-    return tuple(tuple(plain(re.sub(r"\{\w+\}", "slot", t)).split()) for t in forms)
+    return tuple(tuple(held_out.slotted(t).split()) for t in held_out.forms())
 
 
 def _within_one_word(words: list[str], form: tuple[str, ...]) -> bool:
@@ -100,7 +98,7 @@ def _within_one_word(words: list[str], form: tuple[str, ...]) -> bool:
 
 def near_held_out(question: str) -> bool:
     """Whether a question is a held-out form or one word away from one (blanks match any word)."""
-    words = plain(re.sub(r"\{\w+\}", "slot", question)).split()
+    words = held_out.slotted(question).split()
     return any(_within_one_word(words, form) for form in _held_out_words())
 
 

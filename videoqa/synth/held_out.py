@@ -142,11 +142,19 @@ LONG_HELD_OUT: dict[str, list[str]] = {
 }
 
 
+def forms() -> list[str]:
+    """Every held-out form, both models'."""
+    return [t for table in (SHORT_HELD_OUT, LONG_HELD_OUT) for ts in table.values() for t in ts]
+
+
+def slotted(text: str) -> str:
+    """`plain` with each blank ("{colour}", "{a}") as the word "slot", which the checks let match any one word."""
+    return plain(re.sub(r"\{\w+\}", "slot", text))
+
+
 @cache
 def _held_out_patterns() -> tuple[re.Pattern, ...]:
-    forms = [t for table in (SHORT_HELD_OUT, LONG_HELD_OUT) for ts in table.values() for t in ts]
-    slots = (plain(re.sub(r"\{\w+\}", "slot", t)) for t in forms)  # a blank matches any one word
-    return tuple(re.compile(re.escape(f).replace("slot", r"[a-z]+")) for f in slots)
+    return tuple(re.compile(re.escape(slotted(t)).replace("slot", r"[a-z]+")) for t in forms())
 
 
 def plain(text: str) -> str:

@@ -203,9 +203,9 @@ LONG: dict[str, list[str]] = {
 # The fine-tunes vary each trained form at random (`vary`) so that a tiny model learns the words that carry a
 # question's type instead of memorising a dozen whole strings: word swaps, an opener, an ending. A variant that
 # is a held-out form is never produced, so the held-out forms stay unseen.
-_SWAPS = (("colour", "color"), ("object", "thing"), ("video", "clip"), ("moves", "goes"), ("move", "go"))
-_OPENERS = ("", "", "", "Please tell me: ", "Look at the video. ", "Question: ", "Answer this: ", "About the video: ")
-_ENDINGS = ("?", "?", " in the video?", " in this video?", " here?", " now?")
+SWAPS = (("colour", "color"), ("object", "thing"), ("video", "clip"), ("moves", "goes"), ("move", "go"))
+OPENERS = ("", "", "", "Please tell me: ", "Look at the video. ", "Question: ", "Answer this: ", "About the video: ")
+ENDINGS = ("?", "?", " in the video?", " in this video?", " here?", " now?")
 
 
 def vary(question: str, rng: np.random.Generator) -> str:
@@ -215,14 +215,14 @@ def vary(question: str, rng: np.random.Generator) -> str:
     words = question.split(" ")
     for i, word in enumerate(words):
         core = word.rstrip("?.,:")
-        group = next((g for g in _SWAPS if core.lower() in g), None)
+        group = next((g for g in SWAPS if core.lower() in g), None)
         if group is not None and rng.random() < 0.5:
             new = group[int(rng.integers(len(group)))]
             words[i] = (new.capitalize() if core[:1].isupper() else new) + word[len(core):]
     text = " ".join(words)
     if text.endswith("?") and not re.search(r"\b(video|clip)\b", text) and rng.random() < 0.5:
-        text = text[:-1] + _ENDINGS[int(rng.integers(len(_ENDINGS)))]
-    opener = _OPENERS[int(rng.integers(len(_OPENERS)))]
+        text = text[:-1] + ENDINGS[int(rng.integers(len(ENDINGS)))]
+    opener = OPENERS[int(rng.integers(len(OPENERS)))]
     if opener:
         text = opener + (text if opener.endswith(". ") else text[:1].lower() + text[1:])
     return question if held_out(text) else text
