@@ -6,44 +6,45 @@
 # The first run is scripts/train_demo.py with its defaults, cut at step 2,175 as the shipped one was (its best
 # checkpoint, step 1,750, is what it keeps); the second trains it on conversations of 1-30 turns that ask again;
 # the next five teach it multiple-choice questions (issue 35), the last four many phrasings of each question
-# (issue 36; docs/demo-models.md). The first two were trained when videoqa/synth TEMPLATES held three phrasings a
-# type: run them at commit 101b147 to get the same weights.
+# (issue 36; docs/demo-models.md). Each run is made by the code of the commit it was trained with (`at`): the
+# questions it draws changed between runs (three phrasings a type, then ten and more, then three more).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-runs=${RUNS:-runs/demo}
+runs=$(realpath -m "${RUNS:-runs/demo}")
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-python -m scripts.train_demo --out "$runs/first" --stop-at 2175
-python -m scripts.train_demo --init "$runs/first" --out "$runs/conversations" --cache /tmp/demo_cache_mt \
+source scripts/at_commit.sh
+td=scripts.train_demo
+at 101b147 $td --out "$runs/first" --stop-at 2175
+at 101b147 $td --init "$runs/first" --out "$runs/conversations" --cache /tmp/demo_cache_mt \
     --train-clips 3000 --steps 300 --lr 1e-4 --warmup 10 --turns 30 --eval-every 50
 # Multiple-choice questions (issue 35), answered with the right option's text (--mc-text), the tower frozen: five
 # fine-tunes; the shipped model is the last one's best checkpoint. Each run keeps its best checkpoint, which the next
 # one starts from; --stop-at cuts a run where the shipped chain's was stopped (its schedule still runs to --steps).
 mc="--cache $runs/cache_mc --train-clips 2000 --eval-clips 48 --batch 8 --mc-text --freeze-tower --threads 1"
-python -m scripts.train_demo --init "$runs/conversations" --out "$runs/mc1" $mc --steps 240 --lr 1e-4 --warmup 10 \
+at 867f6b2 $td --init "$runs/conversations" --out "$runs/mc1" $mc --steps 240 --lr 1e-4 --warmup 10 \
     --turns 30 --eval-every 60 --mc-share 0.3
-python -m scripts.train_demo --init "$runs/mc1" --out "$runs/mc2" $mc --steps 500 --lr 3e-4 --warmup 20 --turns 3 \
+at 867f6b2 $td --init "$runs/mc1" --out "$runs/mc2" $mc --steps 500 --lr 3e-4 --warmup 20 --turns 3 \
     --eval-every 100 --mc-share 0.5 --mc-weight 8
-python -m scripts.train_demo --init "$runs/mc2" --out "$runs/mc3" $mc --steps 400 --lr 1e-4 --warmup 20 --turns 30 \
+at 867f6b2 $td --init "$runs/mc2" --out "$runs/mc3" $mc --steps 400 --lr 1e-4 --warmup 20 --turns 30 \
     --eval-every 100 --mc-share 0.4 --mc-weight 4 --chat-clips 11
-python -m scripts.train_demo --init "$runs/mc3" --out "$runs/mc4" $mc --steps 300 --stop-at 225 --lr 5e-5 \
+at 867f6b2 $td --init "$runs/mc3" --out "$runs/mc4" $mc --steps 300 --stop-at 225 --lr 5e-5 \
     --warmup 10 --turns 30 --eval-every 75 --mc-share 0.2 --mc-weight 4 --chat-clips 22
-python -m scripts.train_demo --init "$runs/mc4" --out "$runs/mc5" $mc --steps 225 --stop-at 75 --lr 5e-5 \
+at 867f6b2 $td --init "$runs/mc4" --out "$runs/mc5" $mc --steps 225 --stop-at 75 --lr 5e-5 \
     --warmup 10 --turns 30 --eval-every 75 --mc-share 0.1 --mc-weight 4 --chat-clips 22
 # Many phrasings (issue 36; docs/demo-models.md, "How the demo models are asked"): each question varied at random
 # (--vary), with filler words and the object named by its colour or shape (--noise), shape questions weighted 3x;
-# the tower frozen. Four fine-tunes from mc5; the shipped model is the last one's best checkpoint. The first two
-# (J, K) were run at commit 9d0aecb, before the last three trained forms and the naming were added: run them there
-# to get the same weights.
+# the tower frozen. Four fine-tunes from mc5; the shipped model is the last one's best checkpoint. J and K were run
+# before the last three trained forms and the naming were added.
 ph="$mc --cache $runs/cache_noise --train-clips 1000 --mc-weight 4 --vary --noise --type-weights shape=3"
-python -m scripts.train_demo --init "$runs/mc5" --out "$runs/J" $ph --turns 3 --steps 600 --lr 2e-4 --warmup 20 \
+at 9d0aecb $td --init "$runs/mc5" --out "$runs/J" $ph --turns 3 --steps 600 --lr 2e-4 --warmup 20 \
     --eval-every 150 --mc-share 0.15
-python -m scripts.train_demo --init "$runs/J" --out "$runs/K" $ph --turns 3 --steps 600 --lr 1.5e-4 --warmup 20 \
+at 9d0aecb $td --init "$runs/J" --out "$runs/K" $ph --turns 3 --steps 600 --lr 1.5e-4 --warmup 20 \
     --eval-every 150 --mc-share 0.1
-python -m scripts.train_demo --init "$runs/K" --out "$runs/L2" $ph --turns 3 --steps 400 --lr 2e-4 --warmup 20 \
+at 2ac7303 $td --init "$runs/K" --out "$runs/L2" $ph --turns 3 --steps 400 --lr 2e-4 --warmup 20 \
     --eval-every 400 --mc-share 0.1
 # Back to 30-turn conversations (the 3-turn runs had lost them: a colour question answered with the direction of the
 # turn before), checkpoints chosen with 30-turn chats on 22 held-out clips.
-python -m scripts.train_demo --init "$runs/L2" --out "$runs/L3" $ph --turns 30 --chat-clips 22 --steps 300 \
+at 2ac7303 $td --init "$runs/L2" --out "$runs/L3" $ph --turns 30 --chat-clips 22 --steps 300 \
     --lr 1e-4 --warmup 10 --eval-every 100 --mc-share 0.1
 echo "the model: $runs/L3 (copy its model.safetensors and training.json to samples/demo-model)"
 # Tried, not shipped (docs/demo-models.md): the questions it cannot answer ("unknown"), yes/no and how-many

@@ -197,9 +197,9 @@ def sequence(tok, qas, n_video: int, a: LongArgs, rng, main: synth.Scene | None 
         about_main = main is not None and t in synth.QUESTION_TYPES
         return phrasings.noisy(q, rng, *((t, main.colour, main.shape) if about_main else ()))
 
-    named = type_weights or {}
+    weights = type_weights or {}
     turns = [(reword(q, t), ans,
-              named.get(t, a.dir_weight if t == "direction" else a.event_weight if event else 1.0))
+              weights.get(t, a.dir_weight if t == "direction" else a.event_weight if event else 1.0))
              for q, ans, t, event in (qas[k] for k in rng.permutation(len(qas)))]
     return td.pack_turns(tok, turns, n_video, a.context)
 
