@@ -1,8 +1,9 @@
 """The phrasings held out of every demo fine-tune, to measure how the demo models do on questions asked in words
 they never trained on (scripts/measure_phrasings.py), and the check that keeps them out of training.
 
-demo: seven a type (four written with the trained forms, three later); demo-long: nine a type in three sets of three
-(A with the trained forms, B and C later; docs/demo-models.md says when each was written and first measured).
+demo: eleven a type (four written with the trained forms, three later, four more as set D); demo-long: thirteen a type,
+sets A, B and C of three (A with the trained forms, B and C later) and set D of four, written on 2026-12-04 before any
+run that could be shaped by it (docs/demo-models.md says when each was written and first measured).
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ SHORT_HELD_OUT: dict[str, list[str]] = {
         "What's the colour of the shape?",
         "Can you tell what colour the object is?",
         "The shape is what colour?",
+        "Do you know the object's colour?",
+        "What colour would you say the shape is?",
+        "Which colour is the thing in the clip?",
+        "The object's colour?",
     ],
     "shape": [
         "What sort of shape is moving in the clip?",
@@ -35,6 +40,10 @@ SHORT_HELD_OUT: dict[str, list[str]] = {
         "What's the object's shape?",
         "Can you tell what shape it is?",
         "Which of the shapes is it?",
+        "Do you know which shape this is?",
+        "What's the shape of the thing in the clip?",
+        "Which shape can be seen here?",
+        "What shape is the object, would you say?",
     ],
     "direction": [
         "Which way is the object heading?",
@@ -44,6 +53,10 @@ SHORT_HELD_OUT: dict[str, list[str]] = {
         "Where is the shape headed?",
         "Can you tell which way the object moves?",
         "The shape goes which way?",
+        "Do you know which way the shape goes?",
+        "Towards which edge does the object move?",
+        "What's the direction of the moving object?",
+        "Can you say where the object is going?",
     ],
     "exists": [
         "Is there any {a} in this clip?",
@@ -71,6 +84,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "What colour does the moving shape appear to be?",
         "Say which colour the moving object has.",
         "Identify the moving shape's colour.",
+        "What colour is the thing moving across the screen?",
+        "Do you know the moving object's color?",
+        "How would you describe the colour of the moving shape?",
+        "Moving object: which colour?",
     ],
     "shape": [
         "What sort of shape is moving in the clip?",
@@ -82,6 +99,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "What shape would you say is moving?",
         "Identify which shape is moving.",
         "The thing in motion, what shape is it?",
+        "What's the shape of the thing in motion?",
+        "Do you know which shape is moving?",
+        "Which shape can be seen moving?",
+        "Moving shape: circle, square or triangle?",
     ],
     "direction": [
         "Where does the moving object go?",
@@ -93,6 +114,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "Which direction is the moving thing going in?",
         "Left, right, up or down: where does the moving shape go?",
         "Identify the direction of the moving shape.",
+        "Do you know where the moving shape is heading?",
+        "Which way is the moving object travelling?",
+        "Can you say in which direction the shape moves?",
+        "What's the moving object's direction?",
     ],
     "event_colour": [
         "What colour was the shape that appeared briefly?",
@@ -104,6 +129,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "Identify the brief shape's colour.",
         "What colour did that brief shape have?",
         "The short-lived shape: what colour?",
+        "Do you know what colour the brief object was?",
+        "What was the colour of the object seen only for a moment?",
+        "Say what colour the momentary shape is.",
+        "The briefly appearing object's colour?",
     ],
     "event_shape": [
         "What shape was shown for a moment?",
@@ -115,6 +144,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "Identify the shape that shows up briefly.",
         "What shape did the brief object have?",
         "What was the briefly visible shape?",
+        "What was the shape of the object seen only for a moment?",
+        "Do you know which shape showed up briefly?",
+        "Briefly, a shape appears: which one?",
+        "Which shape made a brief appearance?",
     ],
     "count": [
         "How many times did the screen flash?",
@@ -126,6 +159,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "Identify the number of flashes.",
         "How many flashes did you spot?",
         "What's the flash count?",
+        "What is the number of flashes?",
+        "Do you know how often the screen flashes?",
+        "How many flashes were there in total?",
+        "Number of flashes?",
     ],
     "order": [
         "Which one is seen first, the {a} or the {b}?",
@@ -137,6 +174,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "Identify whichever shows up first, the {a} or the {b}.",
         "Was it the {a} or the {b} that appeared first?",
         "First to appear: the {a} or the {b}?",
+        "Which one shows up earlier, the {a} or the {b}?",
+        "Do you know which came first, the {a} or the {b}?",
+        "Which was there first, the {a} or the {b}?",
+        "The {a} or the {b}: which one appears first?",
     ],
     "unknown": UNKNOWN_HELD_OUT,
 }
