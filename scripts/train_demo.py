@@ -36,7 +36,7 @@ from videoqa.models.tiny import (
     build_tokenizer,
 )
 from videoqa.safe_load import LOAD_KWARGS
-from videoqa.synth import phrasings
+from videoqa.synth import built, phrasings
 from videoqa.synth import short as synth
 
 HERE = Path(__file__).resolve().parents[1] / "samples"  # where the shipped models live
@@ -84,6 +84,7 @@ class TrainArgs:
     extra_types: bool = False  # also ask synth.EXTRA_TYPES (yes/no, how many, "unknown"); evaluated with them too
     vary: bool = False  # vary each trained question at random (synth.phrasings.vary), the held-out forms never made
     noise: bool = False  # with --vary: fillers in, a type-less word out (synth.phrasings.noisy; issue 36's run)
+    compose: float = 0.0  # share of colour / shape / direction questions built from parts (synth.built.compose)
     # Train the language side only: a fine-tune on phrasings at lr 3e-4 moved the tower too and lost shapes (held-out
     # shape accuracy 99.5 % -> 83-91 %).
     freeze_tower: bool = False
@@ -174,17 +175,22 @@ def warmup_cosine(lr: float, warmup: int, steps: int, floor: float):
 
 def build_sequence(tok, scene: synth.Scene, rng: np.random.Generator, n_video: int, dir_weight: float,
                    turns: int = 3, context: int = 1024, extra: bool = False, vary: bool = False,
-                   noise: bool = False, type_weights: dict[str, float] | None = None):
+                   noise: bool = False, type_weights: dict[str, float] | None = None, compose: float = 0.0):
     """Token ids and per-token loss weights for one packed conversation about `scene`: its three questions in
     random order, or (turns > 3) 1..turns questions drawn again and again, each phrased afresh, so that a long
     chat, whose history repeats questions, is something the model has seen. With `extra`, questions are drawn
-    from synth.ALL_TYPES (yes/no, how many, the unanswerable ones) as well."""
+    from synth.ALL_TYPES (yes/no, how many, the unanswerable ones) as well; with chance `compose` a colour, shape or
+    direction question is one built from parts instead of a trained form."""
     types = synth.ALL_TYPES if extra else synth.QUESTION_TYPES
     if turns <= 3:
         qas = [synth.questions(scene, rng, types, synth.TEMPLATES)[k] for k in rng.permutation(len(types))[:3]]
     else:
         qas = [synth.questions(scene, rng, types, synth.TEMPLATES)[int(rng.integers(len(types)))]
                for _ in range(int(rng.integers(1, turns + 1)))]
+    if compose > 0:
+        qas = [(built.compose(qtype, rng, short=True).format(colour=scene.colour, shape=scene.shape)
+                if qtype in built.SHORT_COMPOSED_TYPES and rng.random() < compose else q, a, qtype)
+               for q, a, qtype in qas]
     if vary:
         qas = [(phrasings.noisy(q, rng, qtype, scene.colour, scene.shape) if noise else phrasings.vary(q, rng), a,
                 qtype) for q, a, qtype in qas]
@@ -454,7 +460,8 @@ def main(argv: list[str] | None = None) -> int:
         ids, mask, w = collate([
             build_mc_sequence(tok, train[i], rng, n_video, a.mc_weight, a.mc_text) if rng.random() < a.mc_share else
             build_sequence(tok, train[i], rng, n_video, a.dir_weight, a.turns,
-                           config.text_config.max_position_embeddings, a.extra_types, a.vary, a.noise, type_weights)
+                           config.text_config.max_position_embeddings, a.extra_types, a.vary, a.noise, type_weights,
+                           a.compose)
             for i in idx])
         logits = model(input_ids=ids, attention_mask=mask, pixel_values_videos=pixels[idx].float()).logits
         vocab = logits.shape[-1]

@@ -277,7 +277,7 @@ def test_built_questions_stay_away_from_the_held_out_forms_and_keep_their_type_w
     varied = {w for group in phrasings.SWAPS for w in group} | words(phrasings.OPENERS + phrasings.ENDINGS)
     held_only = words(_all(synth.HELD_OUT_TEMPLATES) | _all(synth_long.HELD_OUT_TEMPLATES)) - words(trained) - varied
     assert held_only  # the guard below has something to guard
-    held_only -= built.TRAINED_BEFORE_SET_D
+    held_only -= built.HELD_OUT_WORDS_USED
     key = {"colour": "colour", "event_colour": "colour", "shape": "shape|a circle, a square",
            "event_shape": "shape|a circle, a square", "count": "flash|how many times|how often",
            "direction": r"\b(way|direction|where|left, right)\b", "order": "first|earlier"}
@@ -290,9 +290,17 @@ def test_built_questions_stay_away_from_the_held_out_forms_and_keep_their_type_w
             assert not built.near_held_out(f) and re.search(key[qtype], f.lower()), f
             if qtype == "order":
                 assert "{a}" in f and "{b}" in f
-        event_words = r"brief|moment|second|appears|pops|comes and|shown|other|extra|goes away"
+        event_words = r"brief|moment|second|appear|pops|popped|comes and|shown|other|extra|goes away"
         events = [f for f in forms if re.search(event_words, f)]
         assert (len(events) == len(forms)) == qtype.startswith("event_"), qtype  # the object named as asked
+    # demo's (train_demo --compose): its three types, the clip's own colour or shape in some, never the answer
+    assert set(built.SHORT_COMPOSED_TYPES) == set(synth.QUESTION_TYPES)
+    for qtype in built.SHORT_COMPOSED_TYPES:
+        forms = built.composed_forms(qtype, short=True)
+        assert len(forms) >= 40 and not words(forms) & held_only, qtype
+        assert not any(f"{{{qtype}}}" in f for f in forms) and any("{" in f for f in forms), qtype
+        for f in forms:
+            assert not built.near_held_out(f) and re.search(key[qtype], f.lower()), f
 
 
 def test_long_fine_tune_builds_and_repeats_questions_only_when_asked():

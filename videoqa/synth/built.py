@@ -26,24 +26,44 @@ _BRIEF = ("the shape that appears briefly", "the object that shows up for a mome
           "the shape that is there for a moment", "the briefly shown shape", "the shape shown for a moment",
           "the other shape", "the extra object", "the shape that shows up and goes away", "the object shown briefly",
           "the briefly appearing shape")
+_BRIEF_VERBS = ("appears briefly", "briefly appears", "shows up for a moment", "briefly shows up", "is briefly shown",
+                "pops up", "appears for a moment", "comes and goes", "appears and disappears", "appeared briefly",
+                "briefly appeared", "showed up for a moment", "was shown briefly", "popped up",
+                "was there for a moment")
+# Questions that say the brief object by its verb: "Which shape briefly appears?", "What colour was the object that
+# popped up?"
+_BRIEF_BY_VERB = tuple(f"the {noun} that {verb}" for noun in ("shape", "object", "thing") for verb in _BRIEF_VERBS)
+_EVENT_SHAPE_VERB_HEADS = tuple(f"{h} {{S}}?" for h in ("Which shape", "What shape"))
 _COLOUR_HEADS = ("What colour is {S}?", "Which colour is {S}?", "What is the colour of {S}?",
                  "Tell me the colour of {S}.", "Name the colour of {S}.", "Which colour does {S} have?",
                  "What colour does {S} have?", "Which colour has {S}?", "State the colour of {S}.",
                  "What colour has {S}?", "Give the colour of {S}.", "What is {S}'s colour?", "{S}: what colour is it?",
                  "{S} has which colour?", "{S} is what colour?", "Can you tell me what colour {S} is?",
-                 "Do you know what colour {S} is?", "Colour of {S}?", "{S}'s colour?", "{S}, colour?")
+                 "Do you know what colour {S} is?", "Colour of {S}?", "{S}'s colour?", "{S}, colour?",
+                 "What colour was {S}?", "Which colour was {S}?", "What was the colour of {S}?",
+                 "What colour did {S} have?", "Which colour did {S} have?", "I want to know what colour {S} is.",
+                 "Can you see what colour {S} is?", "Tell me what colour {S} is.", "Do you know {S}'s colour?",
+                 "What's {S}'s colour?", "{S} was what colour?")
 _SHAPE_HEADS = ("What shape is {S}?", "Which shape is {S}?", "What is the shape of {S}?", "Tell me the shape of {S}.",
                 "Name the shape of {S}.", "What shape does {S} have?", "Which shape does {S} have?",
                 "What kind of shape is {S}?", "Which shape has {S}?", "State the shape of {S}.",
                 "Give the shape of {S}.", "{S}: what shape is it?", "{S} is which shape?",
                 "Is {S} a circle, a square or a triangle?", "Can you tell me what shape {S} is?",
-                "Do you know what shape {S} is?", "{S} has what shape?", "Shape of {S}?", "{S}'s shape?", "{S}, shape?")
+                "Do you know what shape {S} is?", "{S} has what shape?", "Shape of {S}?", "{S}'s shape?", "{S}, shape?",
+                "What shape was {S}?", "Which shape was {S}?", "What was the shape of {S}?", "What shape did {S} have?",
+                "Which shape did {S} have?", "I want to know what shape {S} is.", "Can you see what shape {S} is?",
+                "Tell me what shape {S} is.", "Do you know {S}'s shape?", "What's {S}'s shape?", "{S} was which shape?")
 _DIRECTION_HEADS = ("Which way does {S} go?", "Which way does {S} move?", "In which direction does {S} move?",
                     "Where does {S} go?", "What direction does {S} move in?", "Which direction is {S} heading?",
                     "Is {S} going left, right, up or down?", "Where is {S} heading?", "Which way is {S} going?",
                     "In what direction does {S} go?", "{S}: which way does it go?", "Tell me which way {S} moves.",
                     "{S} moves which way?", "Can you tell me which way {S} goes?", "Do you know which way {S} moves?",
-                    "{S} is going in which direction?", "Direction of {S}?", "{S}'s direction?", "{S}, which way?")
+                    "{S} is going in which direction?", "Direction of {S}?", "{S}'s direction?", "{S}, which way?",
+                    "Which way did {S} go?", "Where did {S} go?", "In which direction did {S} move?",
+                    "Which way was {S} going?", "Can you see which way {S} goes?", "Tell me where {S} goes.",
+                    "I want to know which way {S} moves.", "Do you know where {S} goes?",
+                    "Can you tell me where {S} is going?", "What's {S}'s direction?", "What is the direction of {S}?",
+                    "Which direction did {S} go in?", "{S} went which way?")
 _FLASHERS = ("the screen", "the background", "the video", "it", "the picture", "the whole screen")
 _COUNT_HEADS = ("How many times does {S} flash?", "How many times does {S} light up?", "How often does {S} flash?",
                 "How many times does {S} turn light?", "How often does {S} light up?", "How many flashes are there?",
@@ -53,8 +73,15 @@ _COUNT_HEADS = ("How many times does {S} flash?", "How many times does {S} light
                 "Tell me how many times {S} flashes.", "How many flashes does {S} have?", "{S} flashes how often?",
                 "Can you tell me how many times {S} flashes?", "Do you know how many flashes there are?",
                 "How many times is {S} lit up?", "Count how many flashes there are.", "How many flashes are shown?",
-                "How many flashes?", "Flashes, how many?", "How many flashes in total?", "Total flashes?")
-_FIRST_VERBS = ("appears", "comes", "shows up", "is shown", "is there", "turns up")
+                "How many flashes?", "Flashes, how many?", "How many flashes in total?", "Total flashes?",
+                "How many times did {S} flash?", "How often did {S} light up?", "How many flashes were shown?",
+                "How many flashes were in the video?", "How many flashes did you see?", "Tell me the flash count.",
+                "Give the flash count.", "Flash count?", "The flash count, please?",
+                "Do you know how many flashes there were?",
+                "Can you tell me how often {S} flashes?", "I want to know how many times {S} flashes.",
+                "How many times did you see {S} flash?", "Count the times {S} flashes.")
+_FIRST_VERBS = ("appears", "comes", "shows up", "is shown", "is there", "turns up", "appeared", "came", "showed up",
+                "was shown", "turned up", "is seen", "was seen")
 _ORDER_HEADS = ("Which {V} first, the {a} or the {b}?", "Which shape {V} first: the {a} or the {b}?",
                 "What {V} first, the {a} or the {b}?", "Which object {V} first, the {a} or the {b}?",
                 "Which of the {a} and the {b} {V} first?", "Between the {a} and the {b}, which {V} first?",
@@ -63,16 +90,30 @@ _ORDER_HEADS = ("Which {V} first, the {a} or the {b}?", "Which shape {V} first: 
                 "Can you tell me which {V} first, the {a} or the {b}?",
                 "Do you know which {V} first, the {a} or the {b}?", "The {a} or the {b}, which {V} first?",
                 "First, the {a} or the {b}?", "{V} first: the {a} or the {b}?")
-_COMPOSED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "colour": (_COLOUR_HEADS, _MOVING), "shape": (_SHAPE_HEADS, _MOVING), "direction": (_DIRECTION_HEADS, _MOVING),
-    "event_colour": (_COLOUR_HEADS, _BRIEF), "event_shape": (_SHAPE_HEADS, _BRIEF), "count": (_COUNT_HEADS, _FLASHERS),
-    "order": (_ORDER_HEADS, _FIRST_VERBS),
+# demo's one object, said in the words of its short clips ("{colour}" / "{shape}" are the clip's own).
+_ONE = ("the shape", "the object", "it", "the thing", "the moving shape", "the moving object", "the thing that moves",
+        "the shape that moves", "the object in the video", "the shape in the clip", "the thing in the video",
+        "this shape", "this object")
+_Parts = tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]  # (heads, what fills their blank), ...
+_COMPOSED: dict[str, _Parts] = {
+    "colour": ((_COLOUR_HEADS, _MOVING),), "shape": ((_SHAPE_HEADS, _MOVING),),
+    "direction": ((_DIRECTION_HEADS, _MOVING),),
+    "event_colour": ((_COLOUR_HEADS, _BRIEF + _BRIEF_BY_VERB),),
+    "event_shape": ((_SHAPE_HEADS, _BRIEF + _BRIEF_BY_VERB), (_EVENT_SHAPE_VERB_HEADS, _BRIEF_VERBS)),
+    "count": ((_COUNT_HEADS, _FLASHERS),), "order": ((_ORDER_HEADS, _FIRST_VERBS),),
+}
+_SHORT_COMPOSED: dict[str, _Parts] = {
+    "colour": ((_COLOUR_HEADS, (*_ONE, "the {shape}")),), "shape": ((_SHAPE_HEADS, (*_ONE, "the {colour} object")),),
+    "direction": ((_DIRECTION_HEADS, (*_ONE, "the {shape}", "the {colour} object", "the {colour} {shape}")),),
 }
 COMPOSED_TYPES = tuple(_COMPOSED)
-# Held-out set D (2026-12-04) was written in the words people use, three of which the builds had already trained the
-# shipped demo-long on ("Do you know ...", "the briefly appearing shape", "in total"): the only held-out words a part
-# may use.
-TRAINED_BEFORE_SET_D = frozenset({"know", "appearing", "total"})
+SHORT_COMPOSED_TYPES = tuple(_SHORT_COMPOSED)
+# The held-out words a part may use: three that set D (2026-12-04) was written in and the builds had already trained
+# the shipped demo-long on ("Do you know ...", "the briefly appearing shape", "in total"), and, since set D was
+# written, the past tense and "I want to know" (people ask about a video they have watched in the past tense, which no
+# trained form did). The held-out forms stay unseen as phrasings: no build is within one word of one.
+HELD_OUT_WORDS_USED = frozenset({"know", "appearing", "total", "did", "were", "appeared", "showed", "came", "seen",
+                                 "i", "to"})
 
 
 def _built(head: str, part: str) -> str:
@@ -107,14 +148,15 @@ def near_held_out(question: str) -> bool:
 
 
 @cache
-def composed_forms(qtype: str) -> tuple[str, ...]:
-    """Every question `compose` may give for a type, "{a}" / "{b}" left for the order question's shapes."""
-    heads, parts = _COMPOSED[qtype]
-    built = dict.fromkeys(_built(h, p) for h in heads for p in parts if "{S}" in h or "{V}" in h or p == parts[0])
+def composed_forms(qtype: str, short: bool = False) -> tuple[str, ...]:
+    """Every question `compose` may give for a type of demo-long's (or, `short`, demo's), "{a}" / "{b}" left for the
+    order question's shapes and "{colour}" / "{shape}" for a short clip's own."""
+    built = dict.fromkeys(_built(h, p) for heads, parts in (_SHORT_COMPOSED if short else _COMPOSED)[qtype]
+                          for h in heads for p in parts if "{S}" in h or "{V}" in h or p == parts[0])
     return tuple(q for q in built if not near_held_out(q))
 
 
-def compose(qtype: str, rng: np.random.Generator) -> str:
+def compose(qtype: str, rng: np.random.Generator, short: bool = False) -> str:
     """A question of the type built from a head and a description (see above), drawn at random."""
-    forms = composed_forms(qtype)
+    forms = composed_forms(qtype, short)
     return forms[int(rng.integers(len(forms)))]
