@@ -88,7 +88,7 @@ def test_noisy_questions_only_add_fillers_and_drop_words_that_carry_nothing():
 
     trained_forms = _all(synth.TEMPLATES) | _all(synth_long.TEMPLATES)
     held_only = set().union(*map(words, _all(synth.HELD_OUT_TEMPLATES) | _all(synth_long.HELD_OUT_TEMPLATES))) \
-        - set().union(*map(words, trained_forms))
+        - set().union(*map(words, trained_forms)) - built.HELD_OUT_WORDS_USED
     assert not set(phrasings._FILLERS) & held_only
     changed = n = 0
     for t in sorted(trained_forms):
@@ -319,6 +319,26 @@ def test_long_fine_tune_builds_and_repeats_questions_only_when_asked():
         assert [(a, t) for _, a, t, _ in made] == [(a, t) for _, a, t in before]
         twice = tl.questions(scene, np.random.default_rng(i), idx, False, compose=0.5, reps=2)
         assert sorted((a, t) for _, a, t, _ in twice) == sorted(2 * [(a, t) for _, a, t in before])
+
+
+def test_short_fine_tune_builds_questions_only_when_asked(monkeypatch):
+    """train_demo --compose: at 0 the conversation (and the random draws) is the trained forms' as before; at 1 every
+    colour, shape and direction question is a built one, filled in with the clip's own colour and shape, and every
+    answer is unchanged."""
+    from scripts import train_demo
+
+    monkeypatch.setattr(train_demo, "pack_turns", lambda tok, turns, *rest: turns)
+    for i, scene in enumerate(synth.make_split("train", 12)):
+        ours, theirs = np.random.default_rng(i), np.random.default_rng(i)
+        before = train_demo.build_sequence(None, scene, theirs, 4, 1.0, turns=12)
+        assert train_demo.build_sequence(None, scene, ours, 4, 1.0, turns=12, compose=0.0) == before
+        assert ours.random() == theirs.random()  # no draw more: the recipes before --compose train as they did
+        made = train_demo.build_sequence(None, scene, np.random.default_rng(i), 4, 1.0, turns=12, compose=1.0)
+        assert [a for _, a, _ in made] == [a for _, a, _ in before]
+        for q, a, _ in made:
+            qtype = next(t for t in synth.QUESTION_TYPES if getattr(scene, t) == a)
+            forms = [f.format(colour=scene.colour, shape=scene.shape) for f in built.composed_forms(qtype, short=True)]
+            assert q in forms, q
 
 
 @pytest.mark.parametrize("model", ["demo", "demo-long"])

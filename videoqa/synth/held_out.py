@@ -1,9 +1,10 @@
 """The phrasings held out of every demo fine-tune, to measure how the demo models do on questions asked in words
 they never trained on (scripts/measure_phrasings.py), and the check that keeps them out of training.
 
-demo: eleven a type (four written with the trained forms, three later, four more as set D); demo-long: thirteen a type,
-sets A, B and C of three (A with the trained forms, B and C later) and set D of four, written on 2026-12-04 before any
-run that could be shaped by it (docs/demo-models.md says when each was written and first measured).
+demo: fifteen a type (four written with the trained forms, three later, then sets D and E of four); demo-long:
+seventeen a type, sets A, B and C of three (A with the trained forms, B and C later) and sets D and E of four, each
+written on 2026-12-04 before any run that could be shaped by it (docs/demo-models.md says when each was written and
+first measured).
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ SHORT_HELD_OUT: dict[str, list[str]] = {
         "What colour would you say the shape is?",
         "Which colour is the thing in the clip?",
         "The object's colour?",
+        "What's the colour of the thing in the video?",
+        "Tell me what colour the shape is.",
+        "What would you call the colour of the object?",
+        "What colour has the object in the clip got?",
     ],
     "shape": [
         "What sort of shape is moving in the clip?",
@@ -44,6 +49,10 @@ SHORT_HELD_OUT: dict[str, list[str]] = {
         "What's the shape of the thing in the clip?",
         "Which shape can be seen here?",
         "What shape is the object, would you say?",
+        "What type of shape is in the clip?",
+        "Which shape is moving here?",
+        "Tell me which shape you see.",
+        "Is the object a circle, a square or a triangle?",
     ],
     "direction": [
         "Which way is the object heading?",
@@ -57,6 +66,10 @@ SHORT_HELD_OUT: dict[str, list[str]] = {
         "Towards which edge does the object move?",
         "What's the direction of the moving object?",
         "Can you say where the object is going?",
+        "Where's the shape going?",
+        "In what direction is the object moving?",
+        "Which side does the object move to?",
+        "Tell me the direction the shape moves in.",
     ],
     "exists": [
         "Is there any {a} in this clip?",
@@ -88,6 +101,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "Do you know the moving object's color?",
         "How would you describe the colour of the moving shape?",
         "Moving object: which colour?",
+        "What's the colour of the shape going across?",
+        "Tell me what colour the moving thing is.",
+        "Which colour is the object that's moving?",
+        "In this video, what colour is the object that moves around?",
     ],
     "shape": [
         "What sort of shape is moving in the clip?",
@@ -103,6 +120,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "Do you know which shape is moving?",
         "Which shape can be seen moving?",
         "Moving shape: circle, square or triangle?",
+        "Which shape is going across the screen?",
+        "What type of shape is moving?",
+        "What's the moving thing, a circle, a square or a triangle?",
+        "In the clip, which shape is in motion?",
     ],
     "direction": [
         "Where does the moving object go?",
@@ -118,6 +139,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "Which way is the moving object travelling?",
         "Can you say in which direction the shape moves?",
         "What's the moving object's direction?",
+        "Where's the moving shape going?",
+        "In what direction is the object moving?",
+        "Which side does the moving object head to?",
+        "Tell me the direction the moving shape takes.",
     ],
     "event_colour": [
         "What colour was the shape that appeared briefly?",
@@ -133,6 +158,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "What was the colour of the object seen only for a moment?",
         "Say what colour the momentary shape is.",
         "The briefly appearing object's colour?",
+        "The shape that briefly shows up, what colour is it?",
+        "What colour is the object that appears just for a moment?",
+        "Which colour did the briefly visible object have?",
+        "What colour was the shape that came and went?",
     ],
     "event_shape": [
         "What shape was shown for a moment?",
@@ -148,6 +177,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "Do you know which shape showed up briefly?",
         "Briefly, a shape appears: which one?",
         "Which shape made a brief appearance?",
+        "The object that briefly shows up, what shape is it?",
+        "What shape was the object that appeared just for a moment?",
+        "Something appears briefly: what shape is it?",
+        "Which shape is only there for a moment?",
     ],
     "count": [
         "How many times did the screen flash?",
@@ -163,6 +196,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "Do you know how often the screen flashes?",
         "How many flashes were there in total?",
         "Number of flashes?",
+        "How many flashes does the screen make?",
+        "Count how many times the background flashes.",
+        "How many times do you see a flash?",
+        "What's the total number of flashes?",
     ],
     "order": [
         "Which one is seen first, the {a} or the {b}?",
@@ -178,6 +215,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "Do you know which came first, the {a} or the {b}?",
         "Which was there first, the {a} or the {b}?",
         "The {a} or the {b}: which one appears first?",
+        "Which shape came before the other, the {a} or the {b}?",
+        "Which of the shapes, the {a} or the {b}, showed up first?",
+        "Which showed up first: the {a} or the {b}?",
+        "Which of the two came first, the {a} or the {b}?",
     ],
     "unknown": UNKNOWN_HELD_OUT,
 }
