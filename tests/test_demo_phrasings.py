@@ -290,7 +290,7 @@ def test_built_questions_stay_away_from_the_held_out_forms_and_keep_their_type_w
             assert not built.near_held_out(f) and re.search(key[qtype], f.lower()), f
             if qtype == "order":
                 assert "{a}" in f and "{b}" in f
-        event_words = r"brief|moment|second|appear|pops|popped|comes and|shown|other|extra|goes away"
+        event_words = r"brief|moment|second|appear|pops|popped|shows up|comes and|shown|other|extra|goes away"
         events = [f for f in forms if re.search(event_words, f)]
         assert (len(events) == len(forms)) == qtype.startswith("event_"), qtype  # the object named as asked
     # demo's (train_demo --compose): its three types, the clip's own colour or shape in some, never the answer

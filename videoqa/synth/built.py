@@ -17,7 +17,9 @@ from videoqa.synth import held_out
 _MOVING = ("the moving shape", "the shape that moves", "the moving object", "the object that moves",
            "the shape moving across the video", "the object that keeps moving", "the moving thing",
            "the shape that is moving", "the object moving across the video", "the shape that goes across the video",
-           "the thing that keeps moving", "the object that is moving", "the object", "it", "the thing")
+           "the thing that keeps moving", "the object that is moving", "the object", "it", "the thing",
+           "the thing moving across the video", "the shape crossing the video", "the object going across the video",
+           "the moving one")
 _BRIEF = ("the shape that appears briefly", "the object that shows up for a moment", "the brief shape",
           "the brief object", "the second shape", "the second object", "the shape that appears and disappears",
           "the shape that shows up briefly", "the object that appears for a moment", "the shape that pops up",
@@ -34,13 +36,23 @@ _BRIEF_VERBS = ("appears briefly", "briefly appears", "shows up for a moment", "
 # popped up?"
 _BRIEF_BY_VERB = tuple(f"the {noun} that {verb}" for noun in ("shape", "object", "thing") for verb in _BRIEF_VERBS)
 _EVENT_SHAPE_VERB_HEADS = tuple(f"{h} {{S}}?" for h in ("Which shape", "What shape"))
+# A statement of what happens, then the question: "A shape pops up: which one?", "At one point an object shows up
+# briefly. What colour is it?"
+_EVENT_SAID = tuple(f"{lead}{noun} {verb}" for lead in ("", "At one point ", "Then ", "For a moment ")
+                    for noun in ("a shape", "an object", "a second shape")
+                    for verb in ("appears", "shows up", "pops up", "appears briefly", "shows up briefly"))
+_SAID_SHAPE_HEADS = ("{S}: which shape is it?", "{S}. Which shape?", "{S}. What shape is it?",
+                     "{S}: is it a circle, a square or a triangle?", "{S}, which shape is it?")
+_SAID_COLOUR_HEADS = ("{S}: which colour?", "{S}: what colour is it?", "{S}. Which colour?", "{S}. What colour is it?",
+                      "{S}, which colour is it?", "{S}: what colour does it have?")
 _COLOUR_HEADS = ("What colour is {S}?", "Which colour is {S}?", "What is the colour of {S}?",
                  "Tell me the colour of {S}.", "Name the colour of {S}.", "Which colour does {S} have?",
                  "What colour does {S} have?", "Which colour has {S}?", "State the colour of {S}.",
                  "What colour has {S}?", "Give the colour of {S}.", "What is {S}'s colour?", "{S}: what colour is it?",
                  "{S} has which colour?", "{S} is what colour?", "Can you tell me what colour {S} is?",
                  "Do you know what colour {S} is?", "Colour of {S}?", "{S}'s colour?", "{S}, colour?",
-                 "What colour was {S}?", "Which colour was {S}?", "What was the colour of {S}?",
+                 "What colour was {S}?", "Which colour was {S}?", "What's the colour of {S}?",
+                 "What was the colour of {S}?",
                  "What colour did {S} have?", "Which colour did {S} have?", "I want to know what colour {S} is.",
                  "Can you see what colour {S} is?", "Tell me what colour {S} is.", "Do you know {S}'s colour?",
                  "What's {S}'s colour?", "{S} was what colour?")
@@ -50,7 +62,8 @@ _SHAPE_HEADS = ("What shape is {S}?", "Which shape is {S}?", "What is the shape 
                 "Give the shape of {S}.", "{S}: what shape is it?", "{S} is which shape?",
                 "Is {S} a circle, a square or a triangle?", "Can you tell me what shape {S} is?",
                 "Do you know what shape {S} is?", "{S} has what shape?", "Shape of {S}?", "{S}'s shape?", "{S}, shape?",
-                "What shape was {S}?", "Which shape was {S}?", "What was the shape of {S}?", "What shape did {S} have?",
+                "What shape was {S}?", "Which shape was {S}?", "What's the shape of {S}?",
+                "What was the shape of {S}?", "What shape did {S} have?",
                 "Which shape did {S} have?", "I want to know what shape {S} is.", "Can you see what shape {S} is?",
                 "Tell me what shape {S} is.", "Do you know {S}'s shape?", "What's {S}'s shape?", "{S} was which shape?")
 _DIRECTION_HEADS = ("Which way does {S} go?", "Which way does {S} move?", "In which direction does {S} move?",
@@ -98,8 +111,10 @@ _Parts = tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]  # (heads, what fil
 _COMPOSED: dict[str, _Parts] = {
     "colour": ((_COLOUR_HEADS, _MOVING),), "shape": ((_SHAPE_HEADS, _MOVING),),
     "direction": ((_DIRECTION_HEADS, _MOVING),),
-    "event_colour": ((_COLOUR_HEADS, _BRIEF + _BRIEF_BY_VERB),),
-    "event_shape": ((_SHAPE_HEADS, _BRIEF + _BRIEF_BY_VERB), (_EVENT_SHAPE_VERB_HEADS, _BRIEF_VERBS)),
+    "event_colour": ((_COLOUR_HEADS, _BRIEF + _BRIEF_BY_VERB), (_SAID_COLOUR_HEADS, _EVENT_SAID)),
+    "event_shape": ((_SHAPE_HEADS, _BRIEF + _BRIEF_BY_VERB), (_EVENT_SHAPE_VERB_HEADS, _BRIEF_VERBS),
+                    (_SAID_SHAPE_HEADS, _EVENT_SAID),
+                    (("{S}: which one?", "{S}. Which one?"), tuple(x for x in _EVENT_SAID if "shape" in x))),
     "count": ((_COUNT_HEADS, _FLASHERS),), "order": ((_ORDER_HEADS, _FIRST_VERBS),),
 }
 _SHORT_COMPOSED: dict[str, _Parts] = {
