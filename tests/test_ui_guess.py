@@ -137,23 +137,28 @@ def test_the_default_r_reason_names_the_paper_only_for_its_r():
         assert bound == "default" and ("the paper's" in why) == paper, why
 
 
-def test_demo_long_knows_its_built_questions_and_never_a_held_out_one():
-    """demo-long was fine-tuned on `built.compose`'s questions too (issue 36): filled in, however typed, they are
-    of its kind; every held-out form stays a guess; the card lists a few of them, not all."""
+@pytest.mark.parametrize("name", ["demo", "demo-long"])
+def test_a_demo_model_knows_its_built_questions_and_never_a_held_out_one(name: str):
+    """The demo models were fine-tuned on `built.compose`'s questions too (issue 36): filled in, however typed, they
+    are of their kind; every held-out form stays a guess; the card lists a few of them, not all."""
     import numpy as np
+    from videoqa.ui.model_info import DEMOS
 
     from videoqa.synth import phrasings
 
-    c = shipped_card("demo-long")
+    c = shipped_card(name)
+    types, short = DEMOS[name][-1]
+    assert types, "each shipped demo model was trained on built questions"
     rng = np.random.default_rng(0)
-    for qtype in built.COMPOSED_TYPES:
+    for qtype in types:
         for _ in range(40):
-            q = built.compose(qtype, rng).format(a="circle", b="square")
+            q = built.compose(qtype, rng, short).format(a="circle", b="square", colour="red", shape="circle")
             assert c.knows_question(q) and c.knows_question(q.upper() + " "), q
             assert c.knows_question(phrasings.vary(q, rng)), q
-    for forms in synth_long.HELD_OUT_TEMPLATES.values():
-        for f in forms:
-            assert not c.knows_question(f.format(a="circle", b="square")), f
+    for table in (synth_short.HELD_OUT_TEMPLATES, synth_long.HELD_OUT_TEMPLATES):
+        for forms in table.values():
+            for f in forms:
+                assert not c.knows_question(f.format(a="circle", b="square", colour="red", shape="circle")), f
     assert not c.knows_question("What is the flash count of the video?")
     listed = c.forms_markdown()
     assert "questions built from the same parts" in listed and len(listed) < 8000
