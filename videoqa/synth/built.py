@@ -51,8 +51,7 @@ _COLOUR_HEADS = ("What colour is {S}?", "Which colour is {S}?", "What is the col
                  "What colour has {S}?", "Give the colour of {S}.", "What is {S}'s colour?", "{S}: what colour is it?",
                  "{S} has which colour?", "{S} is what colour?", "Can you tell me what colour {S} is?",
                  "Do you know what colour {S} is?", "Colour of {S}?", "{S}'s colour?", "{S}, colour?",
-                 "What colour was {S}?", "Which colour was {S}?", "What's the colour of {S}?",
-                 "What was the colour of {S}?",
+                 "What colour was {S}?", "Which colour was {S}?", "What was the colour of {S}?",
                  "What colour did {S} have?", "Which colour did {S} have?", "I want to know what colour {S} is.",
                  "Can you see what colour {S} is?", "Tell me what colour {S} is.", "Do you know {S}'s colour?",
                  "What's {S}'s colour?", "{S} was what colour?")
@@ -62,8 +61,7 @@ _SHAPE_HEADS = ("What shape is {S}?", "Which shape is {S}?", "What is the shape 
                 "Give the shape of {S}.", "{S}: what shape is it?", "{S} is which shape?",
                 "Is {S} a circle, a square or a triangle?", "Can you tell me what shape {S} is?",
                 "Do you know what shape {S} is?", "{S} has what shape?", "Shape of {S}?", "{S}'s shape?", "{S}, shape?",
-                "What shape was {S}?", "Which shape was {S}?", "What's the shape of {S}?",
-                "What was the shape of {S}?", "What shape did {S} have?",
+                "What shape was {S}?", "Which shape was {S}?", "What was the shape of {S}?", "What shape did {S} have?",
                 "Which shape did {S} have?", "I want to know what shape {S} is.", "Can you see what shape {S} is?",
                 "Tell me what shape {S} is.", "Do you know {S}'s shape?", "What's {S}'s shape?", "{S} was which shape?")
 _DIRECTION_HEADS = ("Which way does {S} go?", "Which way does {S} move?", "In which direction does {S} move?",
@@ -108,11 +106,14 @@ _ONE = ("the shape", "the object", "it", "the thing", "the moving shape", "the m
         "the shape that moves", "the object in the video", "the shape in the clip", "the thing in the video",
         "this shape", "this object")
 _Parts = tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]  # (heads, what fills their blank), ...
+# Heads demo-long's last run added, which demo was not trained on.
+_LONG_COLOUR_HEADS = (*_COLOUR_HEADS, "What's the colour of {S}?")
+_LONG_SHAPE_HEADS = (*_SHAPE_HEADS, "What's the shape of {S}?")
 _COMPOSED: dict[str, _Parts] = {
-    "colour": ((_COLOUR_HEADS, _MOVING),), "shape": ((_SHAPE_HEADS, _MOVING),),
+    "colour": ((_LONG_COLOUR_HEADS, _MOVING),), "shape": ((_LONG_SHAPE_HEADS, _MOVING),),
     "direction": ((_DIRECTION_HEADS, _MOVING),),
-    "event_colour": ((_COLOUR_HEADS, _BRIEF + _BRIEF_BY_VERB), (_SAID_COLOUR_HEADS, _EVENT_SAID)),
-    "event_shape": ((_SHAPE_HEADS, _BRIEF + _BRIEF_BY_VERB), (_EVENT_SHAPE_VERB_HEADS, _BRIEF_VERBS),
+    "event_colour": ((_LONG_COLOUR_HEADS, _BRIEF + _BRIEF_BY_VERB), (_SAID_COLOUR_HEADS, _EVENT_SAID)),
+    "event_shape": ((_LONG_SHAPE_HEADS, _BRIEF + _BRIEF_BY_VERB), (_EVENT_SHAPE_VERB_HEADS, _BRIEF_VERBS),
                     (_SAID_SHAPE_HEADS, _EVENT_SAID),
                     (("{S}: which one?", "{S}. Which one?"), tuple(x for x in _EVENT_SAID if "shape" in x))),
     "count": ((_COUNT_HEADS, _FLASHERS),), "order": ((_ORDER_HEADS, _FIRST_VERBS),),
