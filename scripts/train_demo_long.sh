@@ -1,9 +1,9 @@
 #!/bin/bash
-# The one command that makes samples/demo-long-model: eleven runs of scripts/train_long_frozen_tower.py, each
+# The one command that makes samples/demo-long-model: thirteen runs of scripts/train_long_frozen_tower.py, each
 # continuing the last (the first makes the tower and its feature cache; the fourth makes a new tower on more clips;
-# the last six fine-tune the whole model on many phrasings).
+# the last eight fine-tune the whole model on many phrasings).
 #
-#   OMP_NUM_THREADS=1 bash scripts/train_demo_long.sh            # ~6 h on one CPU core; RUNS=dir to move the runs
+#   OMP_NUM_THREADS=1 bash scripts/train_demo_long.sh            # ~6.5 h on one CPU core; RUNS=dir to move the runs
 #
 # Why five runs and not one: the recipe was found while it trained. Stage 1 is the recipe's default schedule,
 # stopped half-way; stage 2 drops the curriculum and weights the event answers more; stage 3 adds 1,200 clips
@@ -39,7 +39,7 @@ train --out "$runs/stage4" --resume "$runs/stage3" --tower-clips 1500 --tower-sh
 train --out "$runs/stage5" --resume "$runs/stage4" --tower-clips 1500 --tower-short 1500 --tower-steps 8000 \
     --extra-clips 4800 --extra-short 3000 --steps 1200 --curriculum 0 --window-frac 0.3 --short-frac 0.2 \
     --event-weight 3 --lr 3e-4 --warmup 20 --eval-every 300 --select-long 150 --val-counts 8,16,24,max
-# The phrasing fine-tunes (issue 36; docs/demo-models.md, "Phrasings (demo-long)"): six runs from stage 5, the whole
+# The phrasing fine-tunes (issue 36; docs/demo-models.md, "Phrasings (demo-long)"): eight runs from stage 5, the whole
 # model but its tower (frozen; it makes the features of 300 long clips, 100 of them also erased, and 600 short): every
 # trained form varied with filler words and the moving shape named by its colour or shape (--vary 1 --noise 1), then
 # also questions built from parts (--compose, built.compose) asked twice a view (--reps 2). The parts and the
@@ -56,11 +56,21 @@ at 83ff5a8 $tl --finetune "$runs/phr-m5" --out "$runs/phr-n2" "${phr[@]}" --step
     --type-weights $weights --compose 0.5 --reps 2
 at 1506c28 $tl --finetune "$runs/phr-n2" --out "$runs/phr-o1" "${phr[@]}" --steps 1200 --lr 2e-4 --eval-every 1200 \
     --type-weights $weights --compose 0.6 --reps 2
-at 11cbf0f $tl --finetune "$runs/phr-o1" --out "$runs/phrasings" "${phr[@]}" --steps 1200 --lr 1.5e-4 \
+at 11cbf0f $tl --finetune "$runs/phr-o1" --out "$runs/phr-p2" "${phr[@]}" --steps 1200 --lr 1.5e-4 \
     --eval-every 1200 \
     --type-weights colour=3,event_colour=4,event_shape=5,order=3,count=6 --compose 0.6 --reps 2
+# Then builds in the past tense, as indirect questions and with the brief object said by its verb (0280363), two runs.
+weights=colour=3,event_colour=4,event_shape=5,order=3,count=6
+at 0280363 $tl --finetune "$runs/phr-p2" --out "$runs/phr-q1" "${phr[@]}" --steps 1200 --lr 1.5e-4 \
+    --eval-every 1200 --type-weights $weights --compose 0.6 --reps 2
+at 0280363 $tl --finetune "$runs/phr-q1" --out "$runs/phrasings" "${phr[@]}" --steps 800 --lr 1e-4 \
+    --eval-every 800 --type-weights $weights --compose 0.6 --reps 2
 echo "the model: $runs/phrasings (copy it with stage 5's videoqa.json to samples/demo-long-model, then:"
 echo "  videoqa bench long --sweep --clips 60 --write-card samples/demo-long-model)"
+# Tried, not shipped (docs/demo-models.md, "Phrasings (demo-long)"): R1, the last run + 1,000 steps at 1e-4 with more
+# builds (the brief object said in a statement first, "A shape pops up: which one?"), at commit c69848c:
+#   at c69848c $tl --finetune "$runs/phrasings" --out "$runs/phr-r1" "${phr[@]}" --steps 1000 --lr 1e-4 \
+#       --eval-every 1000 --type-weights $weights --compose 0.6 --reps 2
 # Tried, not shipped ("stage 6" in docs/demo-models.md, "How the recipe was found"): stage 5 fine-tuned on the
 # questions the clips cannot answer (--extra-types 1) and lettered multiple-choice answers (--mc-frac), at commit
 # 641884c:

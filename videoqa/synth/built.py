@@ -17,9 +17,7 @@ from videoqa.synth import held_out
 _MOVING = ("the moving shape", "the shape that moves", "the moving object", "the object that moves",
            "the shape moving across the video", "the object that keeps moving", "the moving thing",
            "the shape that is moving", "the object moving across the video", "the shape that goes across the video",
-           "the thing that keeps moving", "the object that is moving", "the object", "it", "the thing",
-           "the thing moving across the video", "the shape crossing the video", "the object going across the video",
-           "the moving one")
+           "the thing that keeps moving", "the object that is moving", "the object", "it", "the thing")
 _BRIEF = ("the shape that appears briefly", "the object that shows up for a moment", "the brief shape",
           "the brief object", "the second shape", "the second object", "the shape that appears and disappears",
           "the shape that shows up briefly", "the object that appears for a moment", "the shape that pops up",
@@ -36,15 +34,6 @@ _BRIEF_VERBS = ("appears briefly", "briefly appears", "shows up for a moment", "
 # popped up?"
 _BRIEF_BY_VERB = tuple(f"the {noun} that {verb}" for noun in ("shape", "object", "thing") for verb in _BRIEF_VERBS)
 _EVENT_SHAPE_VERB_HEADS = tuple(f"{h} {{S}}?" for h in ("Which shape", "What shape"))
-# A statement of what happens, then the question: "A shape pops up: which one?", "At one point an object shows up
-# briefly. What colour is it?"
-_EVENT_SAID = tuple(f"{lead}{noun} {verb}" for lead in ("", "At one point ", "Then ", "For a moment ")
-                    for noun in ("a shape", "an object", "a second shape")
-                    for verb in ("appears", "shows up", "pops up", "appears briefly", "shows up briefly"))
-_SAID_SHAPE_HEADS = ("{S}: which shape is it?", "{S}. Which shape?", "{S}. What shape is it?",
-                     "{S}: is it a circle, a square or a triangle?", "{S}, which shape is it?")
-_SAID_COLOUR_HEADS = ("{S}: which colour?", "{S}: what colour is it?", "{S}. Which colour?", "{S}. What colour is it?",
-                      "{S}, which colour is it?", "{S}: what colour does it have?")
 _COLOUR_HEADS = ("What colour is {S}?", "Which colour is {S}?", "What is the colour of {S}?",
                  "Tell me the colour of {S}.", "Name the colour of {S}.", "Which colour does {S} have?",
                  "What colour does {S} have?", "Which colour has {S}?", "State the colour of {S}.",
@@ -106,16 +95,11 @@ _ONE = ("the shape", "the object", "it", "the thing", "the moving shape", "the m
         "the shape that moves", "the object in the video", "the shape in the clip", "the thing in the video",
         "this shape", "this object")
 _Parts = tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]  # (heads, what fills their blank), ...
-# Heads demo-long's last run added, which demo was not trained on.
-_LONG_COLOUR_HEADS = (*_COLOUR_HEADS, "What's the colour of {S}?")
-_LONG_SHAPE_HEADS = (*_SHAPE_HEADS, "What's the shape of {S}?")
 _COMPOSED: dict[str, _Parts] = {
-    "colour": ((_LONG_COLOUR_HEADS, _MOVING),), "shape": ((_LONG_SHAPE_HEADS, _MOVING),),
+    "colour": ((_COLOUR_HEADS, _MOVING),), "shape": ((_SHAPE_HEADS, _MOVING),),
     "direction": ((_DIRECTION_HEADS, _MOVING),),
-    "event_colour": ((_LONG_COLOUR_HEADS, _BRIEF + _BRIEF_BY_VERB), (_SAID_COLOUR_HEADS, _EVENT_SAID)),
-    "event_shape": ((_LONG_SHAPE_HEADS, _BRIEF + _BRIEF_BY_VERB), (_EVENT_SHAPE_VERB_HEADS, _BRIEF_VERBS),
-                    (_SAID_SHAPE_HEADS, _EVENT_SAID),
-                    (("{S}: which one?", "{S}. Which one?"), tuple(x for x in _EVENT_SAID if "shape" in x))),
+    "event_colour": ((_COLOUR_HEADS, _BRIEF + _BRIEF_BY_VERB),),
+    "event_shape": ((_SHAPE_HEADS, _BRIEF + _BRIEF_BY_VERB), (_EVENT_SHAPE_VERB_HEADS, _BRIEF_VERBS)),
     "count": ((_COUNT_HEADS, _FLASHERS),), "order": ((_ORDER_HEADS, _FIRST_VERBS),),
 }
 _SHORT_COMPOSED: dict[str, _Parts] = {
