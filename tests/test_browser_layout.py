@@ -116,7 +116,7 @@ def test_demo_model_says_what_it_knows_and_every_guess_says_so(desktop, demo_ser
         expect(page.locator("#question textarea")).to_have_value(chip.inner_text().strip())
         page.locator("#ask").click()
         expect(results(page)).to_have_count(1)
-        ask(page, "Where does it go?")
+        ask(page, "Which path does it take?")  # a question in none of its forms, trained or built
         expect(results(page)).to_have_count(2)
         # Every answer about the clip says it is a guess: the second as well as the first.
         for row in (2, 4):
