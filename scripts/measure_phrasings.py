@@ -19,6 +19,7 @@ import numpy as np
 
 from videoqa.pipeline import VideoQA
 from videoqa.pruning import PruneConfig
+from videoqa.synth import held_out
 from videoqa.synth import long as synth_long
 from videoqa.synth import short as synth
 
@@ -59,6 +60,20 @@ def asked(model: str, n: int, folder: Path, seed: int = 0, extra: bool = False, 
     return out, 24 if long else None
 
 
+def by_set(kind: str, by_form: dict[tuple[str, str], list[bool]],
+           trained: dict[str, float]) -> list[tuple[str, str, int, float, float]]:
+    """(type, held-out set, questions, held-out %, held-out as % of trained) for each type and set
+    (held_out.SETS), from each held-out form's hits."""
+    pooled: dict[tuple[str, str], list[bool]] = {}
+    for (t, template), got in by_form.items():
+        pooled.setdefault((t, held_out.set_of(kind, t, template)), []).extend(got)
+    rows = []
+    for (t, name), got in sorted(pooled.items()):
+        acc = 100 * float(np.mean(got))
+        rows.append((t, name, len(got), acc, 100 * acc / trained[t] if trained[t] else float("nan")))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="demo", help="demo, demo-long or a model folder of either kind")
@@ -71,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="also the questions the clips cannot answer (yes/no, how many, unknown)")
     p.add_argument("--every-form", action="store_true",
                    help="ask each clip every form of each type (not one drawn at random), and print each held-out "
-                        "form's accuracy")
+                        "form's accuracy and each held-out set's (held_out.SETS)")
     args = p.parse_args(argv)
     kind = "demo-long" if args.long or args.model == "demo-long" else "demo"
     qa = VideoQA.from_pretrained(args.model, max_new_tokens=8)
@@ -100,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
           f"(unpruned{', 24 uniform frames' if frames else ''}):")
     print("| type | n | trained forms % | held-out forms % | held-out / trained |")
     print("|---|---|---|---|---|")
+    trained = {t: 100 * float(np.mean(hits[(t, "trained")])) for t in types}
     for t in types:
         tr, ho = np.mean(hits[(t, "trained")]), np.mean(hits[(t, "held-out")])
         print(f"| {t} | {len(hits[(t, 'trained')])} | {100 * tr:.1f} | {100 * ho:.1f} | "
@@ -109,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---|---|---|")
         for (t, template), got in by_form.items():
             print(f"| {t} | {template} | {len(got)} | {100 * np.mean(got):.1f} |")
+        print("| type | held-out set | n | held-out % | held-out / trained |")
+        print("|---|---|---|---|---|")
+        for t, name, n, acc, ratio in by_set(kind, by_form, trained):
+            print(f"| {t} | {name} | {n} | {acc:.1f} | {ratio:.1f} % |")
     for key, lines in wrong.items():
         print(f"  wrong {key[0]} ({key[1]}), first of {len(lines)}: " + "; ".join(lines[:3]))
     return 0

@@ -290,7 +290,7 @@ def test_built_questions_stay_away_from_the_held_out_forms_and_keep_their_type_w
             assert not built.near_held_out(f) and re.search(key[qtype], f.lower()), f
             if qtype == "order":
                 assert "{a}" in f and "{b}" in f
-        event_words = r"brief|moment|second|appear|pops|popped|shows up|comes and|shown|other|extra|goes away"
+        event_words = r"brief|moment|second|appears|pops|popped|comes and|shown|other|extra|goes away"
         events = [f for f in forms if re.search(event_words, f)]
         assert (len(events) == len(forms)) == qtype.startswith("event_"), qtype  # the object named as asked
     # demo's (train_demo --compose): its three types, the clip's own colour or shape in some, never the answer
@@ -339,6 +339,28 @@ def test_short_fine_tune_builds_questions_only_when_asked(monkeypatch):
             qtype = next(t for t in synth.QUESTION_TYPES if getattr(scene, t) == a)
             forms = [f.format(colour=scene.colour, shape=scene.shape) for f in built.composed_forms(qtype, short=True)]
             assert q in forms, q
+
+
+def test_held_out_sets_split_each_list_in_the_order_written_and_measure_pools_by_set():
+    """held_out.SETS: each type's held-out list is its sets one after another (the types asked of both models have
+    every set; the others only the first); measure_phrasings' by-set table pools each set's forms' questions and
+    divides by the type's trained accuracy, recomputed here by hand."""
+    from scripts import measure_phrasings as mp
+
+    for model, table, types in (("demo", synth.HELD_OUT_TEMPLATES, synth.QUESTION_TYPES),
+                                ("demo-long", synth_long.HELD_OUT_TEMPLATES, synth_long.QUESTION_TYPES)):
+        sizes = [n for _, n in held_out.SETS[model]]
+        for qtype, forms in table.items():
+            got = [held_out.set_of(model, qtype, f) for f in forms]
+            assert len(forms) == sum(sizes) if qtype in types else set(got) == {"A"}, (model, qtype)
+            assert got == sorted(got) and got[0] == "A", (model, qtype)
+            if qtype in types:
+                assert [got.count(name) for name, _ in held_out.SETS[model]] == sizes, (model, qtype)
+    d = synth_long.HELD_OUT_TEMPLATES["count"]
+    by_form = {("count", d[0]): [True, True], ("count", d[1]): [False, True],  # set A
+               ("count", d[9]): [True, False, False, False]}  # set D
+    rows = mp.by_set("demo-long", by_form, {"count": 80.0})
+    assert rows == [("count", "A", 4, 75.0, 75.0 / 80 * 100), ("count", "D", 4, 25.0, 25.0 / 80 * 100)]
 
 
 @pytest.mark.parametrize("model", ["demo", "demo-long"])

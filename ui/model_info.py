@@ -80,17 +80,16 @@ def question_forms(templates: dict[str, list[str]]) -> dict[str, list[str]]:
 _SHORT = (f"the moving shape’s colour ({_or(synth_short.COLOURS)}), its shape ({_or(synth_short.SHAPES)}) and "
           f"the direction it moves ({_or(synth_short.DIRECTIONS)})")
 # name -> (what it was trained on, the questions it answers, the frame rates of its clips, its phrasings, whether it
-# was trained on their variants too, the types it was also trained on built questions of and whether they are demo's
-# (short clips') builds or demo-long's)
+# was trained on their variants too, whether its built questions (`built.compose`) are demo's (short clips') or
+# demo-long's)
 DEMOS = {
     "demo": ("{clips} synthetic clips of one coloured shape crossing a textured background", _SHORT + ", also "
              "as Video-MME’s multiple-choice questions (it replies with the right option’s text)",
-             (synth_short.FPS,), (synth_short.SHIPPED_TEMPLATES,), True, (built.SHORT_COMPOSED_TYPES, True)),
+             (synth_short.FPS,), (synth_short.SHIPPED_TEMPLATES,), True, True),
     "demo-long": ("synthetic clips of 4–60 s ({clips}) where a shape crosses the frame while something brief "
                   "happens", _SHORT + "; the brief shape’s colour and shape, how many flashes (one to three), "
                   "which of two brief shapes appears first", (synth_long.FPS, synth_short.FPS),
-                  (synth_long.SHIPPED_SHORT_TEMPLATES, synth_long.SHIPPED_TEMPLATES), True,
-                  (built.COMPOSED_TYPES, False)),
+                  (synth_long.SHIPPED_SHORT_TEMPLATES, synth_long.SHIPPED_TEMPLATES), True, False),
 }
 ANSWER_WORDS = {"colour": list(synth_short.COLOURS), "shape": list(synth_short.SHAPES),
                 "direction": list(synth_short.DIRECTIONS), "count": list(synth_long.COUNT_WORDS)}
@@ -171,7 +170,7 @@ def describe(qa) -> ModelInfo:
     dtype = str(qa.dtype).removeprefix("torch.")
     size = f"{n_params / 1e9:.2f} B" if n_params >= 1e9 else f"{n_params / 1e6:.2f} M"
     if qa.name in DEMOS:
-        trained, answers, fps, templates, varied, (built_types, short) = DEMOS[qa.name]
+        trained, answers, fps, templates, varied, short_builds = DEMOS[qa.name]
         clips = _training_clips(qa.name)
         summary = f"Demo model “{qa.name}” ({size} parameters, {dtype}, {qa.device})."
         knows = (f"Trained only on {trained.format(clips=clips)}. It answers questions about {answers}; "
@@ -181,7 +180,7 @@ def describe(qa) -> ModelInfo:
             for kind, listed in question_forms(t).items():
                 forms.setdefault(kind, [])
                 forms[kind] += [p for p in listed if p not in forms[kind]]
-        built_forms = question_forms({t: list(built.composed_forms(t, short)) for t in built_types})
+        built_forms = question_forms({t: list(f) for t, f in built.composed_table(short_builds).items()})
         return ModelInfo(qa.name, summary, knows, fps, forms, varied, built_forms)
     return ModelInfo(qa.name, f"Model {Path(qa.name).name or qa.name}: {size} parameters, {dtype}, {qa.device}.", "")
 

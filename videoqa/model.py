@@ -12,7 +12,14 @@ from .errors import ModelLoadError
 from .model_card import ModelCard
 from .models import FAMILIES, Family, LoadedModel, family_of
 from .models.families import card_of
-from .safe_load import check_architecture, check_loading_info, quiet_stdout, read_config_file, refuse_remote_code
+from .safe_load import (
+    LOAD_KWARGS,
+    check_architecture,
+    check_loading_info,
+    quiet_stdout,
+    read_config_file,
+    refuse_remote_code,
+)
 
 if TYPE_CHECKING:  # torch is imported where a model is loaded: the command line checks model names without it
     import torch
@@ -155,7 +162,7 @@ def load_model(
             from transformers import AutoConfig
 
             family = family_of(AutoConfig.from_pretrained(path, local_files_only=unreachable is not None,
-                                                          trust_remote_code=False))
+                                                          **LOAD_KWARGS))
         with quiet_stdout():
             model, processor, info = family.load(path, dt, attn_implementation, unreachable is not None)
     except ModelLoadError:

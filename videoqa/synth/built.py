@@ -157,6 +157,11 @@ def composed_forms(qtype: str, short: bool = False) -> tuple[str, ...]:
     return tuple(q for q in built if not near_held_out(q))
 
 
+def composed_table(short: bool = False) -> dict[str, tuple[str, ...]]:
+    """Every type's built questions, demo-long's (or, `short`, demo's)."""
+    return {t: composed_forms(t, short) for t in (SHORT_COMPOSED_TYPES if short else COMPOSED_TYPES)}
+
+
 def compose(qtype: str, rng: np.random.Generator, short: bool = False) -> str:
     """A question of the type built from a head and a description (see above), drawn at random."""
     forms = composed_forms(qtype, short)

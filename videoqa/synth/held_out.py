@@ -224,6 +224,27 @@ LONG_HELD_OUT: dict[str, list[str]] = {
 }
 
 
+# The sets each model's held-out forms were written in, in their order in each type's list (docs/demo-models.md
+# says when): the earlier sets were looked at while recipes were chosen; each later one was written before any run
+# that could be shaped by it.
+SETS = {"demo": (("A", 4), ("B", 3), ("D", 4), ("E", 4)),
+        "demo-long": (("A", 3), ("B", 3), ("C", 3), ("D", 4), ("E", 4))}
+
+
+def set_of(model: str, qtype: str, form: str) -> str:
+    """The set ("A" … "E") a held-out form of `model` ("demo" or "demo-long") was written in. The types that only
+    set A has (yes/no, how many, "unknown": not in the shipped recipes) have shorter lists, all of them set A."""
+    listed = (SHORT_HELD_OUT if model == "demo" else LONG_HELD_OUT)[qtype]
+    i = listed.index(form)
+    if len(listed) < sum(size for _, size in SETS[model]):
+        return SETS[model][0][0]
+    for name, size in SETS[model]:
+        if i < size:
+            return name
+        i -= size
+    raise ValueError(f"{form!r} is past the sets of {model}'s {qtype} forms")
+
+
 def forms() -> list[str]:
     """Every held-out form, both models'."""
     return [t for table in (SHORT_HELD_OUT, LONG_HELD_OUT) for ts in table.values() for t in ts]
