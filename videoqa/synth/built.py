@@ -108,13 +108,13 @@ _SHORT_COMPOSED: dict[str, _Parts] = {
 }
 COMPOSED_TYPES = tuple(_COMPOSED)
 SHORT_COMPOSED_TYPES = tuple(_SHORT_COMPOSED)
-# The held-out words a part may use: those that sets D and E (2026-12-04) were written in and the builds or fillers
-# had already trained the shipped models on ("Do you know ...", "the briefly appearing shape", "in total", "just",
-# "the other shape", "of the two", "went"), and, since set D was written, the past tense and "I want to know"
-# (people ask about a video they have watched in the past tense, which no trained form did). The held-out forms stay
-# unseen as phrasings: no build is within one word of one.
+# The held-out words a part may use: those that sets D, E and F (2026-12-04) were written in and the builds or
+# fillers had already trained the shipped models on ("Do you know ...", "the briefly appearing shape", "in total",
+# "just", "the other shape", "of the two", "went", "turned"), and, since set D was written, the past tense and "I want
+# to know" (people ask about a video they have watched in the past tense, which no trained form did). The held-out
+# forms stay unseen as phrasings: no build is within one word of one.
 HELD_OUT_WORDS_USED = frozenset({"know", "appearing", "total", "just", "other", "two", "went", "did", "were",
-                                 "appeared", "showed", "came", "seen", "i", "to"})
+                                 "appeared", "showed", "came", "seen", "i", "to", "turned"})
 
 
 def _built(head: str, part: str) -> str:

@@ -2,8 +2,8 @@
 they never trained on (scripts/measure_phrasings.py), and the check that keeps them out of training.
 
 demo: fifteen a type (four written with the trained forms, three later, then sets D and E of four); demo-long:
-seventeen a type, sets A, B and C of three (A with the trained forms, B and C later) and sets D and E of four, each
-written on 2026-12-04 before any run that could be shaped by it (docs/demo-models.md says when each was written and
+twenty-one a type, sets A, B and C of three (A with the trained forms, B and C later) and sets D, E and F of four,
+each written on 2026-12-04 before any run that could be shaped by it (docs/demo-models.md says when each was written and
 first measured).
 """
 
@@ -105,6 +105,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "Tell me what colour the moving thing is.",
         "Which colour is the object that's moving?",
         "In this video, what colour is the object that moves around?",
+        "What colour would you call the figure that is moving?",
+        "Could you name the colour of the object that is moving?",
+        "What's the colour of whatever is moving in the clip?",
+        "The object that travels through the video has which colour?",
     ],
     "shape": [
         "What sort of shape is moving in the clip?",
@@ -124,6 +128,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "What type of shape is moving?",
         "What's the moving thing, a circle, a square or a triangle?",
         "In the clip, which shape is in motion?",
+        "What is the shape of the figure that moves about?",
+        "Could you name the shape that is moving?",
+        "Is it a circle, a square or a triangle that moves across the clip?",
+        "The object moving through the video, which shape is it?",
     ],
     "direction": [
         "Where does the moving object go?",
@@ -143,6 +151,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "In what direction is the object moving?",
         "Which side does the moving object head to?",
         "Tell me the direction the moving shape takes.",
+        "In which direction is the figure travelling?",
+        "Could you say which direction the object is moving in?",
+        "Toward which edge of the screen does the moving shape travel?",
+        "The object that travels through the video goes in which direction?",
     ],
     "event_colour": [
         "What colour was the shape that appeared briefly?",
@@ -162,6 +174,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "What colour is the object that appears just for a moment?",
         "Which colour did the briefly visible object have?",
         "What colour was the shape that came and went?",
+        "What colour is the shape that pops into view for an instant?",
+        "Could you name the colour of the object that appears only briefly?",
+        "There's a shape that appears for a second: what colour is it?",
+        "Which colour was the quick shape that disappears again?",
     ],
     "event_shape": [
         "What shape was shown for a moment?",
@@ -181,6 +197,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "What shape was the object that appeared just for a moment?",
         "Something appears briefly: what shape is it?",
         "Which shape is only there for a moment?",
+        "What kind of shape flickers into view for a moment?",
+        "Could you name the shape of the object that appears only briefly?",
+        "There's a shape that appears for a second: which one is it?",
+        "What shape was the quick object that disappears again?",
     ],
     "count": [
         "How many times did the screen flash?",
@@ -200,6 +220,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "Count how many times the background flashes.",
         "How many times do you see a flash?",
         "What's the total number of flashes?",
+        "How many times does the screen go bright?",
+        "Could you count the flashes for me?",
+        "How many flashes occur during the clip?",
+        "Tell me the number of times the background flashes.",
     ],
     "order": [
         "Which one is seen first, the {a} or the {b}?",
@@ -219,6 +243,10 @@ LONG_HELD_OUT: dict[str, list[str]] = {
         "Which of the shapes, the {a} or the {b}, showed up first?",
         "Which showed up first: the {a} or the {b}?",
         "Which of the two came first, the {a} or the {b}?",
+        "Which came on screen first, the {a} or the {b}?",
+        "Could you say which was shown first, the {a} or the {b}?",
+        "Out of the {a} and the {b}, which one was visible first?",
+        "Which one turned up before the other, the {a} or the {b}?",
     ],
     "unknown": UNKNOWN_HELD_OUT,
 }
@@ -228,11 +256,11 @@ LONG_HELD_OUT: dict[str, list[str]] = {
 # says when): the earlier sets were looked at while recipes were chosen; each later one was written before any run
 # that could be shaped by it.
 SETS = {"demo": (("A", 4), ("B", 3), ("D", 4), ("E", 4)),
-        "demo-long": (("A", 3), ("B", 3), ("C", 3), ("D", 4), ("E", 4))}
+        "demo-long": (("A", 3), ("B", 3), ("C", 3), ("D", 4), ("E", 4), ("F", 4))}
 
 
 def set_of(model: str, qtype: str, form: str) -> str:
-    """The set ("A" … "E") a held-out form of `model` ("demo" or "demo-long") was written in. The types that only
+    """The set ("A" … "F") a held-out form of `model` ("demo" or "demo-long") was written in. The types that only
     set A has (yes/no, how many, "unknown": not in the shipped recipes) have shorter lists, all of them set A."""
     listed = (SHORT_HELD_OUT if model == "demo" else LONG_HELD_OUT)[qtype]
     i = listed.index(form)
