@@ -280,7 +280,7 @@ def test_built_questions_stay_away_from_the_held_out_forms_and_keep_their_type_w
     held_only -= built.HELD_OUT_WORDS_USED
     key = {"colour": "colour", "event_colour": "colour", "shape": "shape|a circle, a square",
            "event_shape": "shape|a circle, a square", "count": "flash|how many times|how often",
-           "direction": r"\b(way|direction|where|left, right)\b", "order": "first|earlier"}
+           "direction": r"\b(way|direction|where|side|left, right)\b", "order": "first|earlier"}
     assert set(built.COMPOSED_TYPES) == set(synth_long.QUESTION_TYPES)
     for qtype in built.COMPOSED_TYPES:
         forms = built.composed_forms(qtype)

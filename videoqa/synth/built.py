@@ -17,7 +17,20 @@ from videoqa.synth import held_out
 _MOVING = ("the moving shape", "the shape that moves", "the moving object", "the object that moves",
            "the shape moving across the video", "the object that keeps moving", "the moving thing",
            "the shape that is moving", "the object moving across the video", "the shape that goes across the video",
-           "the thing that keeps moving", "the object that is moving", "the object", "it", "the thing")
+           "the thing that keeps moving", "the object that is moving", "the object", "it", "the thing",
+           "the shape going across the screen", "the object going across", "the thing going across the video",
+           "the shape crossing the screen", "the object in motion", "the shape moving across the screen",
+           "the moving one")
+# The moving shape said by what it does, with words that other types' questions use too ("going", "across",
+# "screen"): after set E, whose misses were questions read as the type of such a word ("Which shape is going across
+# the screen?" answered "left"), a type has to come from its head even when the description sounds like another's.
+_MOVING_VERBS = ("moves", "is moving", "keeps moving", "is going across the screen", "goes across the video",
+                 "moves across the screen", "is moving around", "moved", "was moving", "went across the screen",
+                 "crosses the screen", "is in motion", "can be seen moving", "is going somewhere")
+_MOVING_BY_VERB = tuple(f"the {noun} that {verb}" for noun in ("shape", "object", "thing") for verb in _MOVING_VERBS)
+_SHAPE_VERB_HEADS = ("Which shape {S}?", "What shape {S}?", "Which of the shapes {S}?", "What kind of shape {S}?",
+                     "Tell me which shape {S}.", "Do you know which shape {S}?", "Can you tell me which shape {S}?",
+                     "Identify which shape {S}.", "Which one of the shapes {S}?")
 _BRIEF = ("the shape that appears briefly", "the object that shows up for a moment", "the brief shape",
           "the brief object", "the second shape", "the second object", "the shape that appears and disappears",
           "the shape that shows up briefly", "the object that appears for a moment", "the shape that pops up",
@@ -33,7 +46,16 @@ _BRIEF_VERBS = ("appears briefly", "briefly appears", "shows up for a moment", "
 # Questions that say the brief object by its verb: "Which shape briefly appears?", "What colour was the object that
 # popped up?"
 _BRIEF_BY_VERB = tuple(f"the {noun} that {verb}" for noun in ("shape", "object", "thing") for verb in _BRIEF_VERBS)
-_EVENT_SHAPE_VERB_HEADS = tuple(f"{h} {{S}}?" for h in ("Which shape", "What shape"))
+_EVENT_SHAPE_VERB_HEADS = tuple(f"{h} {{S}}?" for h in ("Which shape", "What shape", "Which of the shapes",
+                                                      "What kind of shape"))
+# The brief object said as a sentence of its own before the question ("Something appears briefly: what shape is it?").
+_BRIEF_CLAUSES = ("A shape appears briefly", "Something shows up for a moment", "A shape pops up",
+                  "Something appears for a moment", "A shape comes and goes", "Something briefly shows up",
+                  "A thing appears and disappears", "A second shape shows up briefly", "Something popped up")
+_CLAUSE_COLOUR_HEADS = ("{S}: what colour is it?", "{S}, what colour is it?", "{S}. What colour is it?",
+                        "{S}: which colour?", "{S}. Which colour does it have?")
+_CLAUSE_SHAPE_HEADS = ("{S}: what shape is it?", "{S}, what shape is it?", "{S}. What shape is it?",
+                       "{S}: which shape?", "{S}. Which shape is it?")
 _COLOUR_HEADS = ("What colour is {S}?", "Which colour is {S}?", "What is the colour of {S}?",
                  "Tell me the colour of {S}.", "Name the colour of {S}.", "Which colour does {S} have?",
                  "What colour does {S} have?", "Which colour has {S}?", "State the colour of {S}.",
@@ -43,7 +65,8 @@ _COLOUR_HEADS = ("What colour is {S}?", "Which colour is {S}?", "What is the col
                  "What colour was {S}?", "Which colour was {S}?", "What was the colour of {S}?",
                  "What colour did {S} have?", "Which colour did {S} have?", "I want to know what colour {S} is.",
                  "Can you see what colour {S} is?", "Tell me what colour {S} is.", "Do you know {S}'s colour?",
-                 "What's {S}'s colour?", "{S} was what colour?")
+                 "What's {S}'s colour?", "{S} was what colour?", "What's the colour of {S}?",
+                 "Identify the colour of {S}.")
 _SHAPE_HEADS = ("What shape is {S}?", "Which shape is {S}?", "What is the shape of {S}?", "Tell me the shape of {S}.",
                 "Name the shape of {S}.", "What shape does {S} have?", "Which shape does {S} have?",
                 "What kind of shape is {S}?", "Which shape has {S}?", "State the shape of {S}.",
@@ -52,7 +75,8 @@ _SHAPE_HEADS = ("What shape is {S}?", "Which shape is {S}?", "What is the shape 
                 "Do you know what shape {S} is?", "{S} has what shape?", "Shape of {S}?", "{S}'s shape?", "{S}, shape?",
                 "What shape was {S}?", "Which shape was {S}?", "What was the shape of {S}?", "What shape did {S} have?",
                 "Which shape did {S} have?", "I want to know what shape {S} is.", "Can you see what shape {S} is?",
-                "Tell me what shape {S} is.", "Do you know {S}'s shape?", "What's {S}'s shape?", "{S} was which shape?")
+                "Tell me what shape {S} is.", "Do you know {S}'s shape?", "What's {S}'s shape?", "{S} was which shape?",
+                "What's the shape of {S}?", "Identify the shape of {S}.", "Which kind of shape is {S}?")
 _DIRECTION_HEADS = ("Which way does {S} go?", "Which way does {S} move?", "In which direction does {S} move?",
                     "Where does {S} go?", "What direction does {S} move in?", "Which direction is {S} heading?",
                     "Is {S} going left, right, up or down?", "Where is {S} heading?", "Which way is {S} going?",
@@ -63,7 +87,10 @@ _DIRECTION_HEADS = ("Which way does {S} go?", "Which way does {S} move?", "In wh
                     "Which way was {S} going?", "Can you see which way {S} goes?", "Tell me where {S} goes.",
                     "I want to know which way {S} moves.", "Do you know where {S} goes?",
                     "Can you tell me where {S} is going?", "What's {S}'s direction?", "What is the direction of {S}?",
-                    "Which direction did {S} go in?", "{S} went which way?")
+                    "Which direction did {S} go in?", "{S} went which way?", "Which side does {S} go to?",
+                    "To which side does {S} move?", "Which side is {S} heading to?", "Which way does {S} head?",
+                    "Where does {S} head?", "{S} heads which way?", "What's the direction of {S}?",
+                    "Identify the direction of {S}.", "Which side did {S} go to?")
 _FLASHERS = ("the screen", "the background", "the video", "it", "the picture", "the whole screen")
 _COUNT_HEADS = ("How many times does {S} flash?", "How many times does {S} light up?", "How often does {S} flash?",
                 "How many times does {S} turn light?", "How often does {S} light up?", "How many flashes are there?",
@@ -89,17 +116,22 @@ _ORDER_HEADS = ("Which {V} first, the {a} or the {b}?", "Which shape {V} first: 
                 "Tell me which {V} first, the {a} or the {b}.", "Which {V} first of the two, the {a} or the {b}?",
                 "Can you tell me which {V} first, the {a} or the {b}?",
                 "Do you know which {V} first, the {a} or the {b}?", "The {a} or the {b}, which {V} first?",
-                "First, the {a} or the {b}?", "{V} first: the {a} or the {b}?")
+                "First, the {a} or the {b}?", "{V} first: the {a} or the {b}?",
+                "Which of the shapes, the {a} or the {b}, {V} first?", "Which one, the {a} or the {b}, {V} first?",
+                "Identify which {V} first, the {a} or the {b}.", "Which of them {V} first, the {a} or the {b}?",
+                "Of the {a} and the {b}, which {V} first?", "Which of the two shapes {V} first, the {a} or the {b}?")
 # demo's one object, said in the words of its short clips ("{colour}" / "{shape}" are the clip's own).
 _ONE = ("the shape", "the object", "it", "the thing", "the moving shape", "the moving object", "the thing that moves",
         "the shape that moves", "the object in the video", "the shape in the clip", "the thing in the video",
         "this shape", "this object")
 _Parts = tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]  # (heads, what fills their blank), ...
 _COMPOSED: dict[str, _Parts] = {
-    "colour": ((_COLOUR_HEADS, _MOVING),), "shape": ((_SHAPE_HEADS, _MOVING),),
-    "direction": ((_DIRECTION_HEADS, _MOVING),),
-    "event_colour": ((_COLOUR_HEADS, _BRIEF + _BRIEF_BY_VERB),),
-    "event_shape": ((_SHAPE_HEADS, _BRIEF + _BRIEF_BY_VERB), (_EVENT_SHAPE_VERB_HEADS, _BRIEF_VERBS)),
+    "colour": ((_COLOUR_HEADS, _MOVING + _MOVING_BY_VERB),),
+    "shape": ((_SHAPE_HEADS, _MOVING + _MOVING_BY_VERB), (_SHAPE_VERB_HEADS, _MOVING_VERBS)),
+    "direction": ((_DIRECTION_HEADS, _MOVING + _MOVING_BY_VERB),),
+    "event_colour": ((_COLOUR_HEADS, _BRIEF + _BRIEF_BY_VERB), (_CLAUSE_COLOUR_HEADS, _BRIEF_CLAUSES)),
+    "event_shape": ((_SHAPE_HEADS, _BRIEF + _BRIEF_BY_VERB), (_EVENT_SHAPE_VERB_HEADS, _BRIEF_VERBS),
+                    (_CLAUSE_SHAPE_HEADS, _BRIEF_CLAUSES)),
     "count": ((_COUNT_HEADS, _FLASHERS),), "order": ((_ORDER_HEADS, _FIRST_VERBS),),
 }
 _SHORT_COMPOSED: dict[str, _Parts] = {
@@ -110,11 +142,13 @@ COMPOSED_TYPES = tuple(_COMPOSED)
 SHORT_COMPOSED_TYPES = tuple(_SHORT_COMPOSED)
 # The held-out words a part may use: those that sets D, E and F (2026-12-04) were written in and the builds or
 # fillers had already trained the shipped models on ("Do you know ...", "the briefly appearing shape", "in total",
-# "just", "the other shape", "of the two", "went", "turned"), and, since set D was written, the past tense and "I want
-# to know" (people ask about a video they have watched in the past tense, which no trained form did). The held-out
-# forms stay unseen as phrasings: no build is within one word of one.
+# "just", "the other shape", "of the two", "went", "turned"); since set D was written, the past tense and "I want to
+# know" (people ask about a video they have watched in the past tense, which no trained form did); and since set E was
+# measured, words of sets A-E that its misses showed a type must survive ("Identify ...", "in motion", "side",
+# "head", "something"). None is a word only set F uses, and no build is within one word of any held-out form.
 HELD_OUT_WORDS_USED = frozenset({"know", "appearing", "total", "just", "other", "two", "went", "did", "were",
-                                 "appeared", "showed", "came", "seen", "i", "to", "turned"})
+                                 "appeared", "showed", "came", "seen", "i", "to", "turned", "motion", "around",
+                                 "identify", "be", "head", "side", "something"})
 
 
 def _built(head: str, part: str) -> str:
