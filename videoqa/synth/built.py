@@ -65,8 +65,7 @@ _COLOUR_HEADS = ("What colour is {S}?", "Which colour is {S}?", "What is the col
                  "What colour was {S}?", "Which colour was {S}?", "What was the colour of {S}?",
                  "What colour did {S} have?", "Which colour did {S} have?", "I want to know what colour {S} is.",
                  "Can you see what colour {S} is?", "Tell me what colour {S} is.", "Do you know {S}'s colour?",
-                 "What's {S}'s colour?", "{S} was what colour?", "What's the colour of {S}?",
-                 "Identify the colour of {S}.")
+                 "What's {S}'s colour?", "{S} was what colour?")
 _SHAPE_HEADS = ("What shape is {S}?", "Which shape is {S}?", "What is the shape of {S}?", "Tell me the shape of {S}.",
                 "Name the shape of {S}.", "What shape does {S} have?", "Which shape does {S} have?",
                 "What kind of shape is {S}?", "Which shape has {S}?", "State the shape of {S}.",
@@ -75,8 +74,7 @@ _SHAPE_HEADS = ("What shape is {S}?", "Which shape is {S}?", "What is the shape 
                 "Do you know what shape {S} is?", "{S} has what shape?", "Shape of {S}?", "{S}'s shape?", "{S}, shape?",
                 "What shape was {S}?", "Which shape was {S}?", "What was the shape of {S}?", "What shape did {S} have?",
                 "Which shape did {S} have?", "I want to know what shape {S} is.", "Can you see what shape {S} is?",
-                "Tell me what shape {S} is.", "Do you know {S}'s shape?", "What's {S}'s shape?", "{S} was which shape?",
-                "What's the shape of {S}?", "Identify the shape of {S}.", "Which kind of shape is {S}?")
+                "Tell me what shape {S} is.", "Do you know {S}'s shape?", "What's {S}'s shape?", "{S} was which shape?")
 _DIRECTION_HEADS = ("Which way does {S} go?", "Which way does {S} move?", "In which direction does {S} move?",
                     "Where does {S} go?", "What direction does {S} move in?", "Which direction is {S} heading?",
                     "Is {S} going left, right, up or down?", "Where is {S} heading?", "Which way is {S} going?",
@@ -87,10 +85,15 @@ _DIRECTION_HEADS = ("Which way does {S} go?", "Which way does {S} move?", "In wh
                     "Which way was {S} going?", "Can you see which way {S} goes?", "Tell me where {S} goes.",
                     "I want to know which way {S} moves.", "Do you know where {S} goes?",
                     "Can you tell me where {S} is going?", "What's {S}'s direction?", "What is the direction of {S}?",
-                    "Which direction did {S} go in?", "{S} went which way?", "Which side does {S} go to?",
-                    "To which side does {S} move?", "Which side is {S} heading to?", "Which way does {S} head?",
-                    "Where does {S} head?", "{S} heads which way?", "What's the direction of {S}?",
-                    "Identify the direction of {S}.", "Which side did {S} go to?")
+                    "Which direction did {S} go in?", "{S} went which way?")
+# demo-long's heads since set E was measured (demo's weights were trained before them, so its table leaves them out).
+_COLOUR_HEADS_LONG = (*_COLOUR_HEADS, "What's the colour of {S}?", "Identify the colour of {S}.")
+_SHAPE_HEADS_LONG = (*_SHAPE_HEADS, "What's the shape of {S}?", "Identify the shape of {S}.",
+                     "Which kind of shape is {S}?")
+_DIRECTION_HEADS_LONG = (*_DIRECTION_HEADS, "Which side does {S} go to?", "To which side does {S} move?",
+                         "Which side is {S} heading to?", "Which way does {S} head?", "Where does {S} head?",
+                         "{S} heads which way?", "What's the direction of {S}?", "Identify the direction of {S}.",
+                         "Which side did {S} go to?")
 _FLASHERS = ("the screen", "the background", "the video", "it", "the picture", "the whole screen")
 _COUNT_HEADS = ("How many times does {S} flash?", "How many times does {S} light up?", "How often does {S} flash?",
                 "How many times does {S} turn light?", "How often does {S} light up?", "How many flashes are there?",
@@ -126,11 +129,11 @@ _ONE = ("the shape", "the object", "it", "the thing", "the moving shape", "the m
         "this shape", "this object")
 _Parts = tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]  # (heads, what fills their blank), ...
 _COMPOSED: dict[str, _Parts] = {
-    "colour": ((_COLOUR_HEADS, _MOVING + _MOVING_BY_VERB),),
-    "shape": ((_SHAPE_HEADS, _MOVING + _MOVING_BY_VERB), (_SHAPE_VERB_HEADS, _MOVING_VERBS)),
-    "direction": ((_DIRECTION_HEADS, _MOVING + _MOVING_BY_VERB),),
-    "event_colour": ((_COLOUR_HEADS, _BRIEF + _BRIEF_BY_VERB), (_CLAUSE_COLOUR_HEADS, _BRIEF_CLAUSES)),
-    "event_shape": ((_SHAPE_HEADS, _BRIEF + _BRIEF_BY_VERB), (_EVENT_SHAPE_VERB_HEADS, _BRIEF_VERBS),
+    "colour": ((_COLOUR_HEADS_LONG, _MOVING + _MOVING_BY_VERB),),
+    "shape": ((_SHAPE_HEADS_LONG, _MOVING + _MOVING_BY_VERB), (_SHAPE_VERB_HEADS, _MOVING_VERBS)),
+    "direction": ((_DIRECTION_HEADS_LONG, _MOVING + _MOVING_BY_VERB),),
+    "event_colour": ((_COLOUR_HEADS_LONG, _BRIEF + _BRIEF_BY_VERB), (_CLAUSE_COLOUR_HEADS, _BRIEF_CLAUSES)),
+    "event_shape": ((_SHAPE_HEADS_LONG, _BRIEF + _BRIEF_BY_VERB), (_EVENT_SHAPE_VERB_HEADS, _BRIEF_VERBS),
                     (_CLAUSE_SHAPE_HEADS, _BRIEF_CLAUSES)),
     "count": ((_COUNT_HEADS, _FLASHERS),), "order": ((_ORDER_HEADS, _FIRST_VERBS),),
 }
