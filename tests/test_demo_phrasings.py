@@ -386,3 +386,28 @@ def test_measure_asks_every_form_once_or_one_drawn_form(model, tmp_path):
             per.setdefault((clip, t, kind), []).append(form)
         for (_, t, kind), forms in per.items():
             assert sorted(forms) == sorted(tables[kind][t]) if each else forms == [None]
+
+
+def test_measure_asks_a_users_own_forms_beside_the_trained_ones_and_refuses_a_bad_one(tmp_path, capsys):
+    """measure_phrasings --form TYPE=QUESTION: each given phrasing once a clip, in place of the held-out forms, with
+    every trained form of its type and no other type; a form of a type the model is not asked, or without TYPE=,
+    ends the run with one line naming it (exit 2)."""
+    from scripts import measure_phrasings as mp
+
+    mine = {"count": ["How many times does the screen go bright?"],
+            "order": ["Out of the {a} and the {b}, which came first?"]}
+    items, frames = mp.asked("demo-long", 3, tmp_path, forms=mine, every=True)
+    assert frames == 24 and {t for *_, t, _, _ in items} <= set(mine)
+    per = {}
+    for clip, q, _, t, kind, form in items:
+        table = mine if kind == "held-out" else synth_long.TEMPLATES
+        assert form in table[t] and "{" not in q, (kind, form, q)
+        per.setdefault((clip, t, kind), []).append(form)
+    assert per and all(sorted(f) == sorted(mine[t] if kind == "held-out" else synth_long.TEMPLATES[t])
+                       for (_, t, kind), f in per.items())
+    for bad, says in (("background=What is behind it?", "not 'background'"), ("How many flashes?", "TYPE=QUESTION"),
+                      ("order=Which came first?", "{a} and {b}")):
+        with pytest.raises(SystemExit) as stop:
+            mp.main(["--model", "demo-long", "--clips", "1", "--form", bad])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert stop.value.code == 2 and says in err[-1] and "Traceback" not in "\n".join(err), err
