@@ -21,9 +21,9 @@ _MOVING = ("the moving shape", "the shape that moves", "the moving object", "the
            "the shape going across the screen", "the object going across", "the thing going across the video",
            "the shape crossing the screen", "the object in motion", "the shape moving across the screen",
            "the moving one")
-# The moving shape said by what it does, with words that other types' questions use too ("going", "across",
-# "screen"): after set E, whose misses were questions read as the type of such a word ("Which shape is going across
-# the screen?" answered "left"), a type has to come from its head even when the description sounds like another's.
+# The moving shape said by what it does, in words that other types' questions use too ("going", "across",
+# "screen"), so that a type is read from its head even when the description sounds like another type's question
+# ("Which shape is going across the screen?" is about a shape, not a direction).
 _MOVING_VERBS = ("moves", "is moving", "keeps moving", "is going across the screen", "goes across the video",
                  "moves across the screen", "is moving around", "moved", "was moving", "went across the screen",
                  "crosses the screen", "is in motion", "can be seen moving", "is going somewhere")
