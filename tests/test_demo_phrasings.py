@@ -397,7 +397,8 @@ def test_measure_asks_a_users_own_forms_beside_the_trained_ones_and_refuses_a_ba
     mine = {"count": ["How many times does the screen go bright?"],
             "order": ["Out of the {a} and the {b}, which came first?"]}
     items, frames = mp.asked("demo-long", 3, tmp_path, forms=mine, every=True)
-    assert frames == 24 and {t for *_, t, _, _ in items} <= set(mine)
+    assert frames == 24
+    assert {(t, kind) for *_, t, kind, _ in items} == {(t, k) for t in mine for k in ("trained", "held-out")}
     per = {}
     for clip, q, _, t, kind, form in items:
         table = mine if kind == "held-out" else synth_long.TEMPLATES

@@ -27,7 +27,14 @@ _MOVING = ("the moving shape", "the shape that moves", "the moving object", "the
 _MOVING_VERBS = ("moves", "is moving", "keeps moving", "is going across the screen", "goes across the video",
                  "moves across the screen", "is moving around", "moved", "was moving", "went across the screen",
                  "crosses the screen", "is in motion", "can be seen moving", "is going somewhere")
-_MOVING_BY_VERB = tuple(f"the {noun} that {verb}" for noun in ("shape", "object", "thing") for verb in _MOVING_VERBS)
+
+
+def _by_verb(verbs: tuple[str, ...]) -> tuple[str, ...]:
+    """The object said by what it does: "the shape that moves", "the thing that popped up"."""
+    return tuple(f"the {noun} that {verb}" for noun in ("shape", "object", "thing") for verb in verbs)
+
+
+_MOVING_BY_VERB = _by_verb(_MOVING_VERBS)
 _SHAPE_VERB_HEADS = ("Which shape {S}?", "What shape {S}?", "Which of the shapes {S}?", "What kind of shape {S}?",
                      "Tell me which shape {S}.", "Do you know which shape {S}?", "Can you tell me which shape {S}?",
                      "Identify which shape {S}.", "Which one of the shapes {S}?")
@@ -45,9 +52,8 @@ _BRIEF_VERBS = ("appears briefly", "briefly appears", "shows up for a moment", "
                 "was there for a moment")
 # Questions that say the brief object by its verb: "Which shape briefly appears?", "What colour was the object that
 # popped up?"
-_BRIEF_BY_VERB = tuple(f"the {noun} that {verb}" for noun in ("shape", "object", "thing") for verb in _BRIEF_VERBS)
-_EVENT_SHAPE_VERB_HEADS = tuple(f"{h} {{S}}?" for h in ("Which shape", "What shape", "Which of the shapes",
-                                                      "What kind of shape"))
+_BRIEF_BY_VERB = _by_verb(_BRIEF_VERBS)
+_EVENT_SHAPE_VERB_HEADS = _SHAPE_VERB_HEADS[:4]  # "Which shape {S}?" ... "What kind of shape {S}?"
 # The brief object said as a sentence of its own before the question ("Something appears briefly: what shape is it?").
 _BRIEF_CLAUSES = ("A shape appears briefly", "Something shows up for a moment", "A shape pops up",
                   "Something appears for a moment", "A shape comes and goes", "Something briefly shows up",
